@@ -1,0 +1,143 @@
+"""Installation: makes torch.compile run this package's decompositions, and undoes that exactly.
+
+Three things change while installed (docs/design.md has the why):
+
+1. Dispatcher. Stock PyTorch registers Python-dispatcher kernels (``py_impl``) for
+   CompositeImplicitAutograd and Autograd on the forward overloads. While tracing (Dynamo,
+   AOTAutograd, export) they decompose the op *above* autograd into ``_unsafe_index``, whose
+   derivative is an ``index_put(accumulate=True)`` scatter. Removing them lets the C++ kernels
+   run: ``.vec`` reaches ``.default`` (C++ CompositeImplicitAutograd), and ``.default`` keeps its
+   C++ autograd formula, so its derivative is the matching ``*_backward`` op.
+2. Inductor (``lowerings.install``): our decompositions go into Inductor's decomposition table,
+   which AOTAutograd applies *below* autograd, and Inductor's own upsample lowerings step aside.
+3. Caches. The AOTAutograd cache key does not see decomposition tables, so a tag naming this
+   package's source goes into ``torch.compiler.config.cache_key_tag``; Dynamo's in-memory code
+   cache is reset on every change so no graph compiled in one state is served in the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import pathlib
+import threading
+import warnings
+from collections.abc import Iterator
+
+import torch
+from torch._C import DispatchKey
+from torch._ops import OpOverload
+
+import lowerings
+
+from . import ops
+from ._registry import DECOMPOSITIONS
+
+# Python-dispatcher kernels that decompose the forward ops above autograd.
+_ABOVE_AUTOGRAD_KEYS = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
+
+_lock = threading.RLock()
+_undo: list | None = None  # while installed: callables that restore stock state, in order
+_warned = False
+
+
+def _source_fingerprint() -> str:
+    """Hash of this package's source: part of every compile-cache key while installed."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    for package in (pathlib.Path(__file__).parent, pathlib.Path(lowerings.__file__).parent):
+        for path in sorted(package.glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _missing_hooks() -> list[str]:
+    """Internal torch hooks installation needs; empty on a supported torch."""
+    missing = lowerings.missing_hooks()
+    if not hasattr(torch.compiler.config, "cache_key_tag"):
+        missing.append("torch.compiler.config.cache_key_tag")
+    for op in ops.FORWARD_ENTRY_OVERLOADS:
+        if not isinstance(getattr(op, "py_kernels", None), dict):
+            missing.append(f"{op}.py_kernels")
+            break
+    return missing
+
+
+def _remove_above_autograd_kernels() -> None:
+    for op in ops.FORWARD_ENTRY_OVERLOADS:
+        removed = {k: op.py_kernels.pop(k) for k in _ABOVE_AUTOGRAD_KEYS if k in op.py_kernels}
+        op._dispatch_cache.clear()
+
+        def restore(op: OpOverload = op, removed: dict = removed) -> None:
+            op.py_kernels.update(removed)
+            op._dispatch_cache.clear()
+
+        _undo.append(restore)
+
+
+def _tag_cache_keys() -> None:
+    config = torch.compiler.config
+    stock_tag = config.cache_key_tag
+    config.cache_key_tag = f"{stock_tag}+decomps-{_source_fingerprint()}"
+
+    def restore() -> None:
+        config.cache_key_tag = stock_tag
+
+    _undo.append(restore)
+
+
+def install() -> bool:
+    """Installs the decompositions; idempotent. Returns whether they are installed.
+
+    On a torch that lacks a hook this needs, warns once and leaves stock behaviour.
+    """
+    global _undo, _warned
+    with _lock:
+        if _undo is not None:
+            return True
+        missing = _missing_hooks()
+        if missing:
+            if not _warned:
+                _warned = True
+                warnings.warn(
+                    f"decomps: torch {torch.__version__} lacks {', '.join(missing)}; "
+                    "leaving stock nearest upsampling in place",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            return False
+        _undo = []
+        _remove_above_autograd_kernels()
+        _undo.append(lowerings.install(DECOMPOSITIONS))
+        _tag_cache_keys()
+        torch._dynamo.reset()
+        return True
+
+
+def uninstall() -> None:
+    """Restores stock behaviour exactly; idempotent."""
+    global _undo
+    with _lock:
+        if _undo is None:
+            return
+        for restore in reversed(_undo):
+            restore()
+        _undo = None
+        torch._dynamo.reset()
+
+
+def is_installed() -> bool:
+    return _undo is not None
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Stock behaviour inside the block; the previous state is restored on exit."""
+    with _lock:
+        was_installed = is_installed()
+        uninstall()
+    try:
+        yield
+    finally:
+        if was_installed:
+            install()

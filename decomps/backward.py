@@ -1,0 +1,200 @@
+"""Backward decompositions of nearest / nearest-exact upsampling, as gathers.
+
+Each grad_input element sums the window of grad_output that eager's backward kernel assigns to it,
+``grad_output[lo(i) : lo(i + 1)]`` per spatial dim, with ``lo`` from ``source_index``: no scatter,
+no atomics, no zero-fill pass, deterministic. Windows that follow an index-free pattern become
+views: ``reshape + sum`` for ``o // k`` maps, zero padding for strided downsampling.
+float16 / bfloat16 accumulate in float32 and round once, as eager's opmath does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch._prims_common import suggest_memory_format
+from torch._prims_common.wrappers import out_wrapper
+
+from . import checks, source_index
+from ._registry import register
+from .ops import BACKWARD
+from .source_index import Pattern
+
+aten = torch.ops.aten
+
+
+def backward_memory_format(grad_output: Tensor) -> torch.memory_format:
+    """Eager's grad_input layout: channels-last follows grad_output in 2d only."""
+    if grad_output.dim() == 4:
+        return suggest_memory_format(grad_output)
+    return torch.contiguous_format
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _dim_pattern(isize, osize, scale, rule) -> Pattern | None:
+    if source_index.is_static(isize, osize):
+        return source_index.static_window_pattern(isize, osize, scale, rule)
+    return source_index.symbolic_window_pattern(isize, osize, scale, rule)
+
+
+def _unstride(g: Tensor, dim: int, p: Pattern) -> Tensor:
+    """Adjoint of a strided slice: ``out[m k + offset] = g[m]``, zero elsewhere, as a pad."""
+    g = g.unsqueeze(dim + 1)
+    pad = [0, 0] * (g.dim() - dim - 2) + [p.offset, p.factor - 1 - p.offset]
+    g = aten.constant_pad_nd(g, pad, 0)
+    return g.flatten(dim, dim + 1)
+
+
+def _sum_repeats(g: Tensor, factors: Sequence[int]) -> Tensor:
+    """Adjoint of ``_repeat``: ``out[..., i, ..] = sum_j g[..., i k + j, ..]``."""
+    n = len(factors)
+    lead = list(g.shape[:-n])
+    split = list(lead)
+    for size, k in zip(g.shape[-n:], factors):
+        split += [size // k, k]
+    return g.reshape(split).sum([len(lead) + 2 * t + 1 for t in range(n)])
+
+
+def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first: int, last: int):
+    """``sum_j g[.., lo(i) + j, ..]`` over ``j < lo(i + 1) - lo(i)`` for dims first..last."""
+    span = last - first + 1
+    indices: list[Tensor | None] = [None] * (2 + first)
+    valid = None
+    for t, d in enumerate(range(first, last + 1)):
+        isize, osize = input_size[2 + d], output_size[d]
+        lo = source_index.window_starts(isize, osize, scales[d], rule, g.device)
+        bound = source_index.window_bound(isize, osize, scales[d], rule)
+        j = torch.arange(bound, dtype=torch.int64, device=g.device)
+        idx = lo[:-1].unsqueeze(1) + j
+        in_window = idx < lo[1:].unsqueeze(1)
+        shape = [1] * (2 * span)
+        shape[t], shape[span + t] = isize, bound
+        indices.append(idx.clamp_max(osize - 1).view(shape))
+        in_window = in_window.view(shape)
+        valid = in_window if valid is None else valid & in_window
+    windows = aten._unsafe_index(g, indices)
+    trailing = g.dim() - 2 - (last + 1)
+    valid = valid.view(list(valid.shape) + [1] * trailing)
+    windows = torch.where(valid, windows, 0)
+    window_dims = list(range(2 + first + span, 2 + first + 2 * span))
+    return windows.sum(window_dims)
+
+
+def upsample_nearest_backward(
+    grad_output: Tensor,
+    output_size: Sequence,
+    input_size: Sequence,
+    scales: Sequence[float | None],
+    exact: bool,
+) -> Tensor:
+    n = len(output_size)
+    checks.check_backward(grad_output, output_size, input_size, n, exact)
+    memory_format = backward_memory_format(grad_output)
+    dtype = grad_output.dtype
+    if n == 2 and grad_output.device.type != "cpu" and list(output_size) == list(input_size[2:]):
+        # CUDA's 2d backward copies when the sizes match, whatever the scales.
+        return grad_output.clone(memory_format=memory_format)
+
+    rule = source_index.window_rule(grad_output.device, exact)
+    isizes = input_size[2:]
+    patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
+    g = grad_output.to(_accumulation_dtype(dtype))
+
+    if all(p is not None for p in patterns):
+        for d, p in enumerate(patterns):
+            if p.kind == "stride":
+                g = _unstride(g, 2 + d, p)
+        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        if any(k > 1 for k in factors):
+            g = _sum_repeats(g, factors)
+    else:
+        moving = [d for d, p in enumerate(patterns) if p is None or p.kind != "identity"]
+        g = _gather_windows(g, input_size, output_size, scales, rule, moving[0], moving[-1])
+    # clone, not contiguous: never alias grad_output, canonical strides for size-1 dims.
+    return g.to(dtype).clone(memory_format=memory_format)
+
+
+def _registered(exact: bool, rank: int):
+    packet = BACKWARD[(rank, exact)]
+    return register(packet.default, packet.grad_input)
+
+
+_grad_input = out_wrapper("grad_input", preserve_memory_format=True, exact_dtype=True)
+
+
+@_registered(exact=False, rank=1)
+@_grad_input
+def upsample_nearest1d_backward(
+    grad_output: Tensor, output_size: Sequence, input_size: Sequence, scales: float | None = None
+) -> Tensor:
+    return upsample_nearest_backward(grad_output, output_size, input_size, [scales], exact=False)
+
+
+@_registered(exact=True, rank=1)
+@_grad_input
+def upsample_nearest_exact1d_backward(
+    grad_output: Tensor, output_size: Sequence, input_size: Sequence, scales: float | None = None
+) -> Tensor:
+    return upsample_nearest_backward(grad_output, output_size, input_size, [scales], exact=True)
+
+
+@_registered(exact=False, rank=2)
+@_grad_input
+def upsample_nearest2d_backward(
+    grad_output: Tensor,
+    output_size: Sequence,
+    input_size: Sequence,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest_backward(
+        grad_output, output_size, input_size, [scales_h, scales_w], exact=False
+    )
+
+
+@_registered(exact=True, rank=2)
+@_grad_input
+def upsample_nearest_exact2d_backward(
+    grad_output: Tensor,
+    output_size: Sequence,
+    input_size: Sequence,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest_backward(
+        grad_output, output_size, input_size, [scales_h, scales_w], exact=True
+    )
+
+
+@_registered(exact=False, rank=3)
+@_grad_input
+def upsample_nearest3d_backward(
+    grad_output: Tensor,
+    output_size: Sequence,
+    input_size: Sequence,
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest_backward(
+        grad_output, output_size, input_size, [scales_d, scales_h, scales_w], exact=False
+    )
+
+
+@_registered(exact=True, rank=3)
+@_grad_input
+def upsample_nearest_exact3d_backward(
+    grad_output: Tensor,
+    output_size: Sequence,
+    input_size: Sequence,
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest_backward(
+        grad_output, output_size, input_size, [scales_d, scales_h, scales_w], exact=True
+    )

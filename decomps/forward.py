@@ -1,0 +1,191 @@
+"""Forward decompositions of nearest / nearest-exact upsampling (1d, 2d, 3d).
+
+Each spatial dim gets eager's source index from ``source_index``. Where eager's map provably
+needs no index tensor the decomposition uses views instead: identity, ``o // k`` as
+expand + reshape, ``o * k + offset`` as a strided slice (see docs/semantics.md). Any other dim
+reads through ``aten._unsafe_index`` with an index computed in the graph from an integer arange.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch._prims_common import suggest_memory_format
+from torch._prims_common.wrappers import out_wrapper
+
+from . import checks, source_index
+from ._registry import register
+from .ops import FORWARD
+from .source_index import Pattern
+
+aten = torch.ops.aten
+
+
+def output_memory_format(input: Tensor) -> torch.memory_format:
+    """The memory format of eager's output (the meta kernels' rule)."""
+    if input.dim() == 4 and input.device.type == "cuda" and input.size(1) < 4:
+        # CUDA 2d uses its channels-last kernel only from 4 channels on.
+        return torch.contiguous_format
+    return suggest_memory_format(input)
+
+
+def _dim_pattern(isize, osize, scale, rule) -> Pattern | None:
+    if source_index.is_static(isize, osize):
+        return source_index.static_pattern(isize, osize, scale, rule)
+    return source_index.symbolic_pattern(isize, osize, scale, rule)
+
+
+def _slice_strided(x: Tensor, dim: int, osize, p: Pattern) -> Tensor:
+    return aten.slice(x, dim, p.offset, p.offset + (osize - 1) * p.factor + 1, p.factor)
+
+
+def _repeat(x: Tensor, factors: Sequence[int]) -> Tensor:
+    """``out[..., o_1, .., o_n] = x[..., o_1 // k_1, .., o_n // k_n]`` as expand + reshape."""
+    n = len(factors)
+    lead = list(x.shape[:-n])
+    expanded_view, expanded, final = list(lead), list(lead), list(lead)
+    for size, k in zip(x.shape[-n:], factors):
+        expanded_view += [size, 1]
+        expanded += [size, k]
+        final.append(size * k)
+    return x.reshape(expanded_view).expand(expanded).reshape(final)
+
+
+def upsample_nearest(
+    input: Tensor,
+    output_size: Sequence,
+    scales: Sequence[float | None],
+    exact: bool,
+) -> Tensor:
+    n = len(output_size)
+    checks.check_forward(input, output_size, n, exact)
+    rule = source_index.forward_rule(input, output_size, exact)
+    isizes = input.shape[2:]
+    patterns = [
+        _dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
+    ]
+    memory_format = output_memory_format(input)
+
+    x = input
+    for d, (p, o) in enumerate(zip(patterns, output_size)):
+        if p is not None and p.kind == "stride":
+            x = _slice_strided(x, 2 + d, o, p)
+    if all(p is not None for p in patterns):
+        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        if any(k > 1 for k in factors):
+            x = _repeat(x, factors)
+        return x.clone(memory_format=memory_format)
+
+    # Index tensors for every dim from the first to the last one that still moves data
+    # (adjacent advanced indices keep their place); dims outside that range stay whole.
+    moving = [d for d, p in enumerate(patterns) if p is None or p.kind == "repeat"]
+    first, last = moving[0], moving[-1]
+    indices: list[Tensor | None] = [None] * (2 + first)
+    for d in range(first, last + 1):
+        o = torch.arange(output_size[d], dtype=torch.int64, device=input.device)
+        p = patterns[d]
+        if p is None:
+            idx = source_index.source_index(o, isizes[d], output_size[d], scales[d], rule)
+        elif p.kind == "repeat":
+            idx = o // p.factor
+        else:  # identity, or a stride already applied as a slice
+            idx = o
+        indices.append(idx.view([-1] + [1] * (last - d)))
+    x = aten._unsafe_index(x, indices)
+    # clone, not contiguous: size-1 dims would keep non-canonical strides.
+    return x.clone(memory_format=memory_format)
+
+
+def _registered(exact: bool, rank: int):
+    packet = FORWARD[(rank, exact)]
+    return register(packet.default, packet.out)
+
+
+@_registered(exact=False, rank=1)
+@out_wrapper(preserve_memory_format=True, exact_dtype=True)
+def upsample_nearest1d(input: Tensor, output_size: Sequence, scales: float | None = None) -> Tensor:
+    return upsample_nearest(input, output_size, [scales], exact=False)
+
+
+@_registered(exact=True, rank=1)
+@out_wrapper(preserve_memory_format=True, exact_dtype=True)
+def upsample_nearest_exact1d(
+    input: Tensor, output_size: Sequence, scales: float | None = None
+) -> Tensor:
+    return upsample_nearest(input, output_size, [scales], exact=True)
+
+
+@_registered(exact=False, rank=2)
+@out_wrapper(preserve_memory_format=True, exact_dtype=True)
+def upsample_nearest2d(
+    input: Tensor,
+    output_size: Sequence,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest(input, output_size, [scales_h, scales_w], exact=False)
+
+
+@_registered(exact=True, rank=2)
+@out_wrapper(preserve_memory_format=True, exact_dtype=True)
+def upsample_nearest_exact2d(
+    input: Tensor,
+    output_size: Sequence,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest(input, output_size, [scales_h, scales_w], exact=True)
+
+
+@_registered(exact=False, rank=3)
+@out_wrapper(preserve_memory_format=True, exact_dtype=True)
+def upsample_nearest3d(
+    input: Tensor,
+    output_size: Sequence,
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest(input, output_size, [scales_d, scales_h, scales_w], exact=False)
+
+
+@_registered(exact=True, rank=3)
+@out_wrapper(preserve_memory_format=True, exact_dtype=True)
+def upsample_nearest_exact3d(
+    input: Tensor,
+    output_size: Sequence,
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> Tensor:
+    return upsample_nearest(input, output_size, [scales_d, scales_h, scales_w], exact=True)
+
+
+def output_size_from_scales(input: Tensor, output_size, scale_factors):
+    """``compute_output_size`` of UpSample.cpp, for the ``.vec`` overloads."""
+    n = input.dim() - 2
+    checks.check_vec_arguments(output_size, scale_factors, n)
+    if output_size is not None:
+        return list(output_size), [None] * n
+    sizes = [
+        torch.sym_int(torch.sym_float(isize) * s) for isize, s in zip(input.shape[2:], scale_factors)
+    ]
+    return sizes, list(scale_factors)
+
+
+@register(*(FORWARD[(rank, False)].vec for rank in (1, 2, 3)))
+def upsample_nearest_vec(
+    input: Tensor, output_size: Sequence | None, scale_factors: Sequence[float] | None
+) -> Tensor:
+    osize, scales = output_size_from_scales(input, output_size, scale_factors)
+    return upsample_nearest(input, osize, scales, exact=False)
+
+
+@register(*(FORWARD[(rank, True)].vec for rank in (1, 2, 3)))
+def upsample_nearest_exact_vec(
+    input: Tensor, output_size: Sequence | None, scale_factors: Sequence[float] | None
+) -> Tensor:
+    osize, scales = output_size_from_scales(input, output_size, scale_factors)
+    return upsample_nearest(input, osize, scales, exact=True)

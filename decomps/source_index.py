@@ -1,0 +1,386 @@
+"""Source-index math of nearest / nearest-exact upsampling: the one place both directions use.
+
+Eager ATen does not have one rule. Each kernel rounds the source index its own way, and which
+kernel runs depends on the device, the rank, the dtype, the memory layout and the sizes. This
+module names each kernel's arithmetic (``Rule``), picks the rule eager would use
+(``forward_rule``, ``backward_rule``), and evaluates it as aten ops, so that a decomposition's
+index equals eager's on every input. docs/semantics.md states the rules and where they come from.
+
+Everything here works on one spatial dim. Sizes may be ints or SymInts; ``scale`` is the op's
+optional ``scales_*`` argument (a Python float; eager ignores values <= 0).
+
+Float arithmetic is written so that it is exact in IEEE float64 and rounded to float32 exactly
+where eager rounds: an int below 2**24 times a float32 scale is exact in float64, so
+``(o * s).to(float32)`` is eager's single float32 rounding whatever the backend contracts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import struct
+
+import torch
+from torch import Tensor
+
+aten = torch.ops.aten
+
+F32 = torch.float32
+F64 = torch.float64
+
+
+def round_to_float32(value: float) -> float:
+    """The float32 nearest to ``value`` (round-half-even), as a Python float."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def is_static(*sizes) -> bool:
+    return all(isinstance(s, int) for s in sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One eager kernel's arithmetic for ``src(o)``, the input index output ``o`` reads.
+
+    exact:           nearest-exact (pixel centres) instead of nearest.
+    double:          scale and product in float64, rounded to float32 once before ``floorf``
+                     (CPU generic kernel on float64 input); otherwise float32 throughout.
+    header_special:  ``nearest_idx`` in ATen/native/UpSample.h: ``osize == isize`` gives ``o``
+                     and ``osize == 2 * isize`` gives ``o >> 1`` whatever the explicit scale.
+    identity_if_equal: CUDA 2d forward: ``src(o) = o`` along a dim whose sizes are equal.
+    centre_shift:    CPU generic nearest-exact kernel: ``r = s * (o + 0.5) - 0.5`` clamped at 0,
+                     then ``floorf(r + 0.5)``; ``fma`` when the kernel build contracts it.
+    """
+
+    exact: bool
+    double: bool = False
+    header_special: bool = False
+    identity_if_equal: bool = False
+    centre_shift: bool = False
+    fma: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Which rule eager uses
+
+
+def _cpu_uses_fma() -> bool:
+    # The generic CPU kernel is built per capability; only the vectorized builds contract FMA.
+    return torch.backends.cpu.get_cpu_capability() != "DEFAULT"
+
+
+def _cpu_channels_last_kernel(input: Tensor, output_size) -> bool:
+    """ATen's UpSampleKernel.cpp choice between its channels-last kernel and the generic one."""
+    if input.dim() == 4:
+        return bool(input.size(1) > 3 and input.is_contiguous(memory_format=torch.channels_last)) or bool(
+            output_size[0] + output_size[1] <= 128
+        )
+    if input.dim() == 5:
+        return bool(input.size(1) > 3 and input.is_contiguous(memory_format=torch.channels_last_3d))
+    return False
+
+
+def forward_rule(input: Tensor, output_size, exact: bool) -> Rule:
+    """The rule of the eager forward kernel that ``input`` (on its device) would run."""
+    if input.device.type != "cpu":
+        # CUDA (and other devices, which share CUDA's formulas): float32, per-dim identity in 2d.
+        return Rule(exact=exact, identity_if_equal=input.dim() == 4)
+    if _cpu_channels_last_kernel(input, output_size):
+        # Uses the header helpers for every dtype: float32 scale; nearest has the special cases.
+        return Rule(exact=exact, header_special=not exact)
+    double = input.dtype == F64
+    if exact:
+        return Rule(exact=True, double=double, centre_shift=True, fma=_cpu_uses_fma())
+    return Rule(exact=False, double=double)
+
+
+def cpu_backward_rule(exact: bool) -> Rule:
+    """CPU backward scatters with the header helpers (``nearest_idx`` / ``nearest_exact_idx``)."""
+    return Rule(exact=exact, header_special=not exact)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scales
+
+
+def forward_scale(isize, osize, scale: float | None, double: bool):
+    """``compute_scales_value``: ``1 / scale`` if given and > 0, else ``isize / osize``.
+
+    Static sizes give a Python float (float32-rounded unless ``double``); symbolic sizes give a
+    0-d float64 tensor holding the same value.
+    """
+    if scale is not None and scale > 0:
+        return 1.0 / scale if double else round_to_float32(1.0 / scale)
+    if is_static(isize, osize):
+        if double:
+            return isize / osize
+        return round_to_float32(round_to_float32(isize) / round_to_float32(osize))
+    ratio = _as_f64(isize) / _as_f64(osize)
+    # float64 quotient of two ints below 2**24, rounded once more, is float32 division.
+    return ratio if double else ratio.to(F32).to(F64)
+
+
+def cuda_backward_scale(isize, osize, scale: float | None):
+    """``compute_scales_value_backwards<float>``: ``scale`` if given and > 0, else ``osize / isize``."""
+    if scale is not None and scale > 0:
+        return round_to_float32(scale)
+    if is_static(isize, osize):
+        return round_to_float32(round_to_float32(osize) / round_to_float32(isize))
+    return (_as_f64(osize).to(F32).to(F64) / _as_f64(isize).to(F32).to(F64)).to(F32).to(F64)
+
+
+def _as_f64(size) -> Tensor:
+    return torch.scalar_tensor(size, dtype=F64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward map
+
+
+def _floor_f32(value: Tensor) -> Tensor:
+    """``(int64) floorf((float) value)`` for a float64 ``value``."""
+    return value.to(F32).floor().to(torch.int64)
+
+
+def _raw_source_index(o: Tensor, scale, rule: Rule) -> Tensor:
+    """``src(o)`` before the clamp to ``isize - 1``; ``o`` is int64 (any shape)."""
+    of = o.to(F64)
+    if rule.centre_shift:
+        # area_pixel_compute_source_index(scale, o, align_corners=False) then floorf(r + 0.5).
+        centre = (of + 0.5) * scale
+        if rule.double:
+            shifted = centre - 0.5  # float64 throughout (FMA would differ in the last bit only)
+        elif rule.fma:
+            shifted = (centre - 0.5).to(F32).to(F64)  # fmaf: exact value, one rounding
+        else:
+            shifted = centre.to(F32).to(F64) - 0.5
+            shifted = shifted.to(F32).to(F64)
+        return _floor_f32(shifted.clamp_min(0.0) + 0.5)
+    if rule.exact:
+        return _floor_f32((of + 0.5) * scale)
+    return _floor_f32(of * scale)
+
+
+def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule) -> Tensor:
+    """Eager's input index for output indices ``o`` (int64 tensor) along one dim."""
+    if rule.identity_if_equal and _static_or_guarded(isize == osize):
+        return o
+    if rule.header_special:
+        if _static_or_guarded(osize == isize):
+            return o
+        if _static_or_guarded(osize == 2 * isize):
+            return o // 2
+    s = forward_scale(isize, osize, scale, rule.double)
+    return _raw_source_index(o, s, rule).clamp_max(isize - 1)
+
+
+def _static_or_guarded(condition) -> bool:
+    """Python bool of a size condition; on SymInts this records a guard, so the graph stays exact."""
+    return bool(condition)
+
+
+def source_indices(isize, osize, scale, rule: Rule, device) -> Tensor:
+    """``source_index`` of every output position: an int64 tensor of length ``osize``."""
+    o = torch.arange(osize, dtype=torch.int64, device=device)
+    return source_index(o, isize, osize, scale, rule)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward windows: grad_input[i] sums grad_output[lo(i) : lo(i + 1)]
+
+
+def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
+    """``lo(i) = #{o < osize : src(o) < i}`` for the CPU rule (src is non-decreasing).
+
+    ``src`` rounds, so ``lo`` is within one of the real-valued preimage ``ceil(i / s)`` (or
+    ``ceil(i / s - 0.5)``); counting ``src < i`` over four candidates from two below it is exact.
+    """
+    if rule.header_special:
+        if _static_or_guarded(osize == isize):
+            return i
+        if _static_or_guarded(osize == 2 * isize):
+            return 2 * i
+    s = forward_scale(isize, osize, scale, rule.double)
+    estimate = i.to(F64) / s
+    if rule.exact:
+        estimate = estimate - 0.5
+    base = (estimate.ceil().to(torch.int64) - 2).clamp(0, osize)
+    below = torch.zeros_like(base)
+    for d in range(4):
+        o = base + d
+        below = below + ((o < osize) & (_raw_source_index(o, s, rule) < i)).to(torch.int64)
+    start = base + below
+    # The clamp to isize - 1 sends every later output to the last input.
+    return torch.where(i >= isize, osize, start).clamp_max(osize)
+
+
+def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
+    """``nearest_neighbor{,_exact}_bw_compute_source_index`` of ATen's CUDA backward.
+
+    ``min(ceilf(i * s), osize)``, and for exact ``ceilf(fmaf(i, s, -0.5))`` (nvcc contracts it).
+    """
+    s = cuda_backward_scale(isize, osize, scale)
+    product = i.to(F64) * s  # exact
+    if exact:
+        product = product - 0.5  # still exact: fmaf rounds once, below
+    return product.to(F32).ceil().to(torch.int64).clamp(0, osize)
+
+
+def window_bound(isize, osize, scale, rule_or_cuda) -> int:
+    """A static upper bound on ``lo(i + 1) - lo(i)`` over all ``i``.
+
+    Static sizes: the exact maximum. Symbolic sizes: ``ceil(ratio) + 2``, the ratio read from the
+    explicit scale or, without one, ``ceil(osize / isize)`` under a guard on its value.
+    """
+    if is_static(isize, osize):
+        return int(_static_window_sizes(isize, osize, scale, rule_or_cuda).max())
+    if scale is not None and scale > 0:
+        ratio = math.ceil(scale)
+    else:
+        ratio = int((osize + isize - 1) // isize)  # guards on the value of ceil(osize / isize)
+    return ratio + 2
+
+
+def window_starts(isize, osize, scale, rule_or_cuda, device) -> Tensor:
+    """``lo(i)`` for ``i`` in ``0 .. isize`` (``isize + 1`` values)."""
+    i = torch.arange(isize + 1, dtype=torch.int64, device=device)
+    if rule_or_cuda == "cuda":
+        return cuda_window_start(i, isize, osize, scale, exact=False)
+    if rule_or_cuda == "cuda-exact":
+        return cuda_window_start(i, isize, osize, scale, exact=True)
+    return cpu_window_start(i, isize, osize, scale, rule_or_cuda)
+
+
+def _static_window_sizes(isize: int, osize: int, scale, rule_or_cuda) -> Tensor:
+    with host_tensors():
+        lo = window_starts(isize, osize, scale, rule_or_cuda, "cpu")
+        return lo[1:] - lo[:-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Host evaluation (static sizes): fast-path proofs
+
+
+class host_tensors:
+    """Runs tensor code eagerly on the host, outside any tracing or fake mode.
+
+    Decompositions use it to evaluate the index map for concrete sizes, to prove a fast path
+    equals eager's map before taking it.
+    """
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        self._modes = _disable_current_modes()
+        self._modes.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._modes.__exit__(*exc)
+
+
+def static_source_indices(isize: int, osize: int, scale, rule: Rule) -> list[int]:
+    """Eager's map for concrete sizes, computed on the host."""
+    with host_tensors():
+        return source_indices(isize, osize, scale, rule, "cpu").tolist()
+
+
+@dataclasses.dataclass(frozen=True)
+class Pattern:
+    """A map ``src(o)`` that needs no index tensor.
+
+    kind "identity": ``o``; "repeat": ``o // factor``; "stride": ``o * factor + offset``.
+    """
+
+    kind: str
+    factor: int = 1
+    offset: int = 0
+
+
+def static_pattern(isize: int, osize: int, scale, rule: Rule) -> Pattern | None:
+    """The index-free pattern eager's map follows for these concrete sizes, if any."""
+    src = static_source_indices(isize, osize, scale, rule)
+    if src == list(range(osize)) and isize == osize:
+        return Pattern("identity")
+    if osize % isize == 0 and osize > isize:
+        k = osize // isize
+        if src == [o // k for o in range(osize)]:
+            return Pattern("repeat", k)
+    if isize % osize == 0 and isize > osize:
+        k = isize // osize
+        off = src[0]
+        if src == [o * k + off for o in range(osize)]:
+            return Pattern("stride", k, off)
+    return None
+
+
+def symbolic_pattern(isize, osize, scale, rule: Rule) -> Pattern | None:
+    """Fast paths for symbolic sizes, each taken under a guard on the sizes that makes it exact.
+
+    Power-of-two upsampling ``osize == 2**j * isize``: the scale is exactly ``2**-j`` (or
+    ``header_special`` / ``identity_if_equal`` give the same map), every product is exact below
+    2**24, so ``src(o) = o >> j`` for nearest and nearest-exact alike. Equal sizes with no
+    explicit scale give the identity.
+    """
+    if not (osize <= 2**24):  # guard: float32 holds every index exactly
+        return None
+    explicit = scale is not None and scale > 0
+    if osize == isize:  # guard
+        if not explicit or rule.identity_if_equal or rule.header_special:
+            return Pattern("identity")
+        if round_to_float32(1.0 / scale) == 1.0:
+            return Pattern("identity")
+        return None
+    if osize % isize == 0:  # guard
+        k = int(osize // isize)  # guard on the factor
+        if k & (k - 1) == 0:
+            # Without a scale, float32(isize / osize) is exactly 1/k for a power of two k.
+            s = forward_scale(isize, osize, scale, rule.double) if explicit else 1.0 / k
+            if s == 1.0 / k or (rule.header_special and k == 2):
+                return Pattern("repeat", k)
+    return None
+
+
+def window_rule(device: torch.device, exact: bool) -> Rule | str:
+    """Which eager backward kernel's windows: a CPU ``Rule`` (adjoint of its map) or CUDA's."""
+    if device.type == "cpu":
+        return cpu_backward_rule(exact)
+    return "cuda-exact" if exact else "cuda"
+
+
+def static_window_pattern(isize: int, osize: int, scale, rule_or_cuda) -> Pattern | None:
+    """The index-free pattern of eager's backward windows for concrete sizes, if any.
+
+    identity: ``[i, i + 1)``; repeat k: ``[k i, k i + k)``; stride k, offset: ``[m, m + 1)`` for
+    ``i = m k + offset`` and empty otherwise (``isize == k * osize``).
+    """
+    with host_tensors():
+        lo = window_starts(isize, osize, scale, rule_or_cuda, "cpu").tolist()
+    sizes = [b - a for a, b in zip(lo, lo[1:])]
+    if isize == osize and lo == list(range(isize + 1)):
+        return Pattern("identity")
+    if osize > isize and osize % isize == 0:
+        k = osize // isize
+        if lo == [k * i for i in range(isize + 1)]:
+            return Pattern("repeat", k)
+    if isize > osize and isize % osize == 0:
+        k = isize // osize
+        hits = [i for i, w in enumerate(sizes) if w]
+        off = hits[0] if hits else 0
+        if sizes == [int(i % k == off) for i in range(isize)] and off < k:
+            return Pattern("stride", k, off)
+    return None
+
+
+def symbolic_window_pattern(isize, osize, scale, rule_or_cuda) -> Pattern | None:
+    """Backward twin of ``symbolic_pattern``: power-of-two upsampling under a guard."""
+    if isinstance(rule_or_cuda, Rule):
+        return symbolic_pattern(isize, osize, scale, rule_or_cuda)
+    if not (osize <= 2**24) or not (osize % isize == 0):  # guards
+        return None
+    k = int(osize // isize)  # guard on the factor
+    explicit = scale is not None and scale > 0
+    if k & (k - 1) == 0 and (not explicit or round_to_float32(scale) == k):
+        # lo(i) = ceilf(i * k) = k i exactly (and ceilf(k i - 0.5) = k i for exact).
+        return Pattern("identity") if k == 1 else Pattern("repeat", k)
+    return None

@@ -1,0 +1,79 @@
+"""Shared helpers for the tests: the op family, eager references and tolerances."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import decomps
+from decomps.ops import BACKWARD, FORWARD
+
+aten = torch.ops.aten
+TABLE = decomps.decomposition_table()
+RANKS = (1, 2, 3)
+MODES = (False, True)  # exact?
+
+
+def mode_name(exact: bool) -> str:
+    return "nearest-exact" if exact else "nearest"
+
+
+def forward_op(rank: int, exact: bool):
+    return FORWARD[(rank, exact)].default
+
+
+def backward_op(rank: int, exact: bool):
+    return BACKWARD[(rank, exact)].default
+
+
+def decomposed(op):
+    return TABLE[op]
+
+
+def through_decompositions(fn, *args):
+    """Runs ``fn`` as a graph traced with this package's decomposition table."""
+    return make_fx(fn, decomposition_table=TABLE)(*args)(*args)
+
+
+def memory_format_of(rank: int, channels_last: bool):
+    if not channels_last:
+        return torch.contiguous_format
+    return {2: torch.channels_last, 3: torch.channels_last_3d}[rank]
+
+
+def assert_same(test, actual: torch.Tensor, expected: torch.Tensor, msg: str = ""):
+    """Bit-equal values (NaN where eager has NaN), same dtype, same strides."""
+    test.assertEqual(actual.dtype, expected.dtype, msg=msg)
+    test.assertEqual(actual.shape, expected.shape, msg=msg)
+    test.assertTrue(
+        torch.equal(actual, expected)
+        or (actual.dtype.is_floating_point and torch.equal(actual.isnan(), expected.isnan())
+            and torch.equal(actual.nan_to_num(), expected.nan_to_num())),
+        msg=f"values differ {msg}",
+    )
+    test.assertEqual(actual.stride(), expected.stride(), msg=f"strides {msg}")
+
+
+def gradient_tolerance(grad_output: torch.Tensor, backward) -> torch.Tensor:
+    """Allowed |ours - eager| per grad_input element.
+
+    A window sum's rounding error scales with the sum of |terms|, so the tolerance is
+    relative to ``backward(|grad_output|)``: 1e-6 for float32, 1e-12 for float64; float16 and
+    bfloat16 must agree to one rounding of eager's result (its ulp).
+    """
+    dtype = grad_output.dtype
+    abs_sum = backward(grad_output.abs().double()).abs()
+    if dtype == torch.float32:
+        return 1e-6 * abs_sum + 1e-30
+    if dtype == torch.float64:
+        return 1e-12 * abs_sum + 1e-300
+    eager = backward(grad_output).double().abs()
+    return torch.finfo(dtype).eps * eager + 1e-6 * abs_sum
+
+
+def assert_grad_close(test, actual, expected, tolerance, msg=""):
+    test.assertEqual(actual.dtype, expected.dtype, msg=msg)
+    test.assertEqual(actual.shape, expected.shape, msg=msg)
+    err = (actual.double() - expected.double()).abs()
+    worst = (err - tolerance).max().item() if err.numel() else -1
+    test.assertTrue(worst <= 0, msg=f"gradient error exceeds tolerance by {worst} {msg}")

@@ -1,0 +1,126 @@
+"""The case matrix: pure, valid, and buildable (on the meta device for CUDA shapes)."""
+
+import math
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+import torch
+
+from perf.bench import build_workload, compare_results
+from perf.cases import FLOAT_DTYPES, MODES, Case, make_cases, min_bytes, scaled_size
+
+
+def _all_option_combinations():
+    for device in ("cpu", "cuda"):
+        for quick in (True, False):
+            for backward in (True, False):
+                yield device, quick, backward
+
+
+@pytest.mark.parametrize("device,quick,backward", list(_all_option_combinations()))
+def test_case_list_is_valid(device, quick, backward):
+    cases = make_cases(device, quick=quick, backward=backward)
+    assert cases
+    assert make_cases(device, quick=quick, backward=backward) == cases  # pure
+    assert all(c.device == device for c in cases)
+    # Every row is addressable: unique names, unique sub_labels within a label.
+    assert len({c.name for c in cases}) == len(cases)
+    assert not [k for k, n in Counter((c.label, c.sub_label) for c in cases).items() if n > 1]
+    for c in cases:
+        spatial = c.shape[2:]
+        assert len(spatial) in (1, 2, 3)
+        if c.kind == "fpn_neck":
+            assert [s[1] for s in c.neck_level_shapes] == [64, 128, 256, 512]
+            continue
+        assert len(c.osize) == len(spatial)
+        if c.scale_factor is not None:
+            assert c.osize == scaled_size(spatial, c.scale_factor)
+        assert min_bytes(c) > 0
+    if backward:
+        assert {c.dtype for c in cases if c.backward} <= set(FLOAT_DTYPES)
+        assert any(c.backward for c in cases)
+    else:
+        assert not any(c.backward for c in cases)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_quick_is_a_subset_of_the_full_matrix(device):
+    full = set(make_cases(device, backward=True))
+    quick = make_cases(device, quick=True, backward=True)
+    assert set(quick) <= full
+    assert len(quick) < len(full) / 4
+
+
+def test_full_matrix_has_the_seed_and_the_added_rows():
+    cpu, cuda = make_cases("cpu"), make_cases("cuda")
+    seed = ("Input (1, 3, 500, 400), torch.uint8, torch.contiguous_format | "
+            "mode: nearest, align_corners: None, osize: (256, 256)")
+    assert any(c.label == "Interpolate, cpu" and c.sub_label == seed for c in cpu)
+    assert {(c.shape[2:], c.osize) for c in cuda if c.shape[:2] in ((1, 3), (4, 3))} == {
+        ((2345, 2456), (1234, 1345)), ((1234, 1345), (2345, 2456))}
+    assert {c.dtype for c in cuda} == {"float32", "float16", "bfloat16"}
+    assert {"uint8", "float32"} <= {c.dtype for c in cpu}
+    assert any(c.shape == (8, 64, 200, 200) and c.osize == (300, 300) and c.dtype == "float16" for c in cuda)
+    assert {c.scale_factor for c in cuda if c.shape == (8, 256, 128, 128) and c.kind == "interp"} == {2.0, 4.0}
+    assert {c.osize for c in cuda if c.shape == (2, 32, 64, 64, 64)} == {(128, 128, 128), (96, 96, 96)}
+    assert any(c.shape == (16, 64, 16000) and c.osize == (32000,) for c in cpu)
+    assert {c.kind for c in cuda} == {"interp", "fpn_merge", "unet_skip", "fpn_neck"}
+    assert {c.dtype for c in cuda if c.kind == "fpn_neck"} == {"float32", "bfloat16"}
+    # Fused consumers on CUDA move >= 64 MB of output.
+    assert all(math.prod(c.output_shape) * 2 >= 64 * 2**20 for c in cuda if c.kind in ("fpn_merge", "unet_skip"))
+    assert {c.mode for c in cpu} == set(MODES)
+    assert {c.mode for c in make_cases("cpu", modes=("nearest-exact",))} == {"nearest-exact"}
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(ValueError):
+        make_cases("mps")
+    with pytest.raises(ValueError):
+        make_cases("cpu", modes=("bilinear",))
+
+
+def test_min_bytes_counts_only_sampled_input_and_the_output():
+    down = Case("interp", "cuda", (1, 3, 500, 400), "float32", osize=(256, 256))
+    assert min_bytes(down) == 4 * 3 * (256 * 256 + 256 * 256)  # only 256 sampled rows and cols read
+    up = Case("interp", "cuda", (1, 3, 300, 400), "uint8", osize=(600, 200))
+    assert min_bytes(up) == 3 * (300 * 200 + 600 * 200)
+    bwd = replace(up, dtype="bfloat16", backward=True)
+    assert min_bytes(bwd) == 2 * 3 * (300 * 200 + 600 * 200) + 2 * 3 * (600 * 200 + 300 * 400)
+    merge = Case("fpn_merge", "cuda", (2, 4, 8, 8), "bfloat16", osize=(16, 16), scale_factor=2.0)
+    assert min_bytes(merge) == 2 * (2 * 4 * 64 + 2 * 2 * 4 * 256)
+    skip = replace(merge, kind="unet_skip")
+    assert min_bytes(skip) == 2 * (2 * 4 * 64 + 2 * 4 * 256 + 2 * 8 * 256)
+    assert min_bytes(Case("fpn_neck", "cuda", (1, 64, 32, 32), "float32")) is None
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_case_builds_and_runs_on_meta(device):
+    for case in make_cases(device, backward=True):
+        work = build_workload(replace(case, device="meta"))
+        outputs = work.runner(work.forward)(*work.args)
+        if case.kind == "fpn_neck":
+            assert len(outputs) == len(work.wrt)  # grads for every parameter and input level
+        elif case.backward:
+            assert outputs[0].shape == case.shape
+        else:
+            assert outputs.shape == case.output_shape
+            assert outputs.dtype == getattr(torch, case.dtype)
+
+
+def test_quick_cpu_cases_run_eagerly():
+    for case in make_cases("cpu", quick=True):
+        work = build_workload(case)
+        result = work.runner(work.forward)(*work.args)
+        assert compare_results(result, result, work.check, case.dtype) is None
+
+
+def test_compare_results_reports_differences():
+    x = torch.arange(6.0).reshape(2, 3)
+    y = x.clone()
+    y[1, 2] += 1
+    assert "1 of 6 elements differ" in compare_results(y, x, "equal", "float32")
+    assert compare_results(x + 1e-7, x, "allclose", "float32") is None
+    assert compare_results(x + 1e-2, x, "allclose", "float32") is not None
+    assert compare_results((x, x), (x,), "equal", "float32") is not None
+    assert compare_results(x.half(), x, "equal", "float32") is not None

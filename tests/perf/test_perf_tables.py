@@ -1,0 +1,152 @@
+"""Pickles, the results table, speed-ups and the chart, on small synthetic pickles."""
+
+import pickle
+import re
+
+import pytest
+import torch
+from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+from perf import plot, results_table, speedup
+from perf._pickles import load_run, median_seconds, save_run
+from perf.speedup import Spec, SpeedupError, compute_speedups
+
+SUB_2D = ("Input (1, 3, 500, 400), torch.uint8, torch.contiguous_format | "
+          "mode: nearest, align_corners: None, osize: (256, 256)")
+SUB_F32 = ("Input (4, 3, 300, 400), torch.float32, torch.channels_last | "
+           "mode: nearest-exact, align_corners: None, osize: (600, 700)")
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split(" | ")]
+
+
+def measurement(label, sub_label, description, seconds, number_per_run=10):
+    spec = TaskSpec(stmt="fn(x)", setup="", label=label, sub_label=sub_label, description=description)
+    return Measurement(number_per_run, [seconds * number_per_run] * 3, spec)
+
+
+def seed_payload(path, tag, version, times):
+    """Exactly the dict the seed PR's perf_interp_mode.py pickles (and nothing more)."""
+    results = []
+    for sub_label, (eager, compiled) in times.items():
+        results.append(measurement("Interpolate, cpu", sub_label, f"Eager ({version}) {tag}", eager))
+        results.append(measurement("Interpolate, cpu", sub_label, f"Compiled ({version}) {tag}", compiled))
+    payload = {
+        "filepath": str(path), "torch_version": version, "torch_config": "PyTorch built with:\n  - GCC 9.3",
+        "num_threads": 1, "triton": "2.2.0", "test_results": results,
+    }
+    with open(path, "wb") as f:
+        pickle.dump(payload, f)
+    return path
+
+
+@pytest.fixture
+def seed_pickles(tmp_path):
+    pr = seed_payload(tmp_path / "pr.pkl", "PR", "2.3.0a0+git1", {SUB_2D: (300e-6, 100e-6), SUB_F32: (2e-3, 1e-3)})
+    nightly = seed_payload(tmp_path / "nightly.pkl", "Nightly", "2.3.0.dev2024", {SUB_2D: (300e-6, 400e-6)})
+    return pr, nightly
+
+
+def test_save_and_load_round_trip(tmp_path):
+    path = tmp_path / "run.pkl"
+    rows = [measurement("Interpolate, cuda", SUB_F32, "Eager (x) PR", 2e-3),
+            measurement("Interpolate, cuda", SUB_F32, "Compiled (x) PR", 1e-3)]
+    key = ("Interpolate, cuda", SUB_F32, "Compiled (x) PR")
+    save_run(path, rows, tag="PR", copy_bandwidth_gbps=4000.0, mismatches={key: "output 0 differs"},
+             roofline={key: {"bytes": 10**9, "gbps": 1000.0, "pct_of_copy": 25.0}})
+    with open(path, "rb") as f:
+        raw = pickle.load(f)
+    assert {"filepath", "torch_version", "torch_config", "num_threads", "triton", "test_results"} <= set(raw)
+    assert raw["torch_version"] == torch.__version__ and raw["torch_config"] == torch.__config__.show()
+    assert all(isinstance(m, Measurement) for m in raw["test_results"])
+    run = load_run(path)
+    assert [r.median for r in run.rows] == pytest.approx([2e-3, 1e-3])
+    assert run.rows[1].problem == "output 0 differs" and run.rows[0].problem is None
+    assert (run.rows[1].gbps, run.rows[1].pct_of_copy) == (1000.0, 25.0)
+    assert run.copy_bandwidth_gbps == 4000.0 and run.extra["tag"] == "PR"
+
+
+def test_median_falls_back_to_raw_times_for_foreign_measurements():
+    m = measurement("L", "S", "D", 5e-3, number_per_run=4)
+    m.raw_times = [0.004, 0.02, 0.008]  # per-run times 1, 5, 2 ms
+    del m.__dict__["_sorted_times"]  # as if pickled by a torch whose Measurement lacks the attribute
+    assert median_seconds(m) == pytest.approx(2e-3)
+
+
+def test_results_table_has_all_columns_of_all_pickles(seed_pickles, tmp_path):
+    out = tmp_path / "table.md"
+    assert results_table.main([str(out), *map(str, seed_pickles)]) == 0
+    text = out.read_text()
+    header = next(line for line in text.splitlines() if line.startswith("|  |"))
+    assert cells(header)[1:] == ["Eager (2.3.0a0+git1) PR", "Compiled (2.3.0a0+git1) PR",
+                                 "Eager (2.3.0.dev2024) Nightly", "Compiled (2.3.0.dev2024) Nightly"]
+    row = next(line for line in text.splitlines() if "500, 400" in line)
+    assert cells(row) == [SUB_2D.replace("|", "\\|"), "300.0", "100.0", "300.0", "400.0"]
+    assert "torch 2.3.0a0+git1" in text and "triton 2.2.0" in text and "GCC 9.3" in text
+    assert "Times are in us" in text
+
+
+def test_duplicate_columns_are_told_apart(seed_pickles, tmp_path):
+    pr, _ = seed_pickles
+    rows = results_table.merged_rows([load_run(pr), load_run(pr)])
+    assert len({r.key for r in rows}) == len(rows)
+    assert any(r.description.endswith("[pr]") for r in rows)
+
+
+def test_speedup_on_seed_pickles(seed_pickles, tmp_path):
+    out = tmp_path / "speedup.md"
+    spec = "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly"
+    assert speedup.main([str(out), *map(str, seed_pickles), "--compare", spec,
+                         "--compare", "Compiled .+ PR;Eager .+ PR"]) == 0
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if "500, 400" in line)
+    assert "4.00x" in row  # Nightly compiled 400 us / PR compiled 100 us
+    assert "3.00x" in row  # PR eager 300 us / PR compiled 100 us
+    f32_row = next(line for line in text.splitlines() if "300, 400" in line)
+    assert "2.00x" in f32_row and "4.00x" not in f32_row  # no Nightly column for this row
+    assert "Speed-up: Compiled .+ PR vs Eager .+ PR" in text
+
+
+def test_speedup_refuses_to_overwrite(seed_pickles, tmp_path, capsys):
+    out = tmp_path / "speedup.md"
+    out.write_text("precious")
+    assert speedup.main([str(out), *map(str, seed_pickles)]) != 0
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert out.read_text() == "precious"
+
+
+def test_regex_matches_whole_descriptions_within_a_row(seed_pickles):
+    rows = results_table.merged_rows([load_run(p) for p in seed_pickles])
+    ratios = compute_speedups(rows, [Spec.parse("Compiled .+ PR;Eager .+ Nightly;x")])
+    assert [r.ratios["x"] for r in ratios] == pytest.approx([3.0])
+    with pytest.raises(SpeedupError, match="matches several columns"):
+        compute_speedups(rows, [Spec.parse("Compiled.*;Eager .+ PR")])
+    with pytest.raises(SpeedupError, match="no row has both columns"):
+        compute_speedups(rows, [Spec.parse("Compiled .+ PR;Compiled .+ Nightl")])  # fullmatch, not search
+    with pytest.raises(SpeedupError):
+        Spec.parse("only one column")
+    with pytest.raises(SpeedupError, match="bad regex"):
+        Spec.parse("Compiled (;Eager")
+
+
+def test_mismatch_and_roofline_are_shown(tmp_path):
+    label = "Interpolate, cuda"
+    pr, nightly = tmp_path / "pr.pkl", tmp_path / "nightly.pkl"
+    bad = (label, SUB_F32, "Compiled (v) PR")
+    save_run(pr, [measurement(label, SUB_F32, "Eager (v) PR", 2e-3), measurement(*bad, 1e-3)],
+             mismatches={bad: "output 0 (equal): 7 of 9 elements differ"},
+             roofline={bad: {"bytes": 1, "gbps": 2345.6, "pct_of_copy": 54.4}})
+    save_run(nightly, [measurement(label, SUB_F32, "Compiled (v) Nightly", 3e-3)])
+    table = results_table.render([load_run(pr), load_run(nightly)])
+    assert "1.00 (2346 GB/s, 54%) **MISMATCH**" in table
+    assert "7 of 9 elements differ" in table and "GB/s" in table
+    out = tmp_path / "s.md"
+    assert speedup.main([str(out), str(pr), str(nightly)]) == 0
+    assert re.search(r"3\.00x \*\*MISMATCH\*\*", out.read_text())
+
+
+def test_plot_writes_a_png(seed_pickles, tmp_path):
+    out = tmp_path / "chart.png"
+    assert plot.main([str(out), *map(str, seed_pickles)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
