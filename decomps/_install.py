@@ -5,9 +5,10 @@ Three things change while installed (docs/design.md has the why):
 1. Dispatcher. Stock PyTorch registers Python-dispatcher kernels (``py_impl``) for
    CompositeImplicitAutograd and Autograd on the forward overloads. While tracing (Dynamo,
    AOTAutograd, export) they decompose the op *above* autograd into ``_unsafe_index``, whose
-   derivative is an ``index_put(accumulate=True)`` scatter. Removing them lets the C++ kernels
-   run: ``.vec`` reaches ``.default`` (C++ CompositeImplicitAutograd), and ``.default`` keeps its
-   C++ autograd formula, so its derivative is the matching ``*_backward`` op.
+   derivative is an ``index_put(accumulate=True)`` scatter. On ``.default`` they are removed, so
+   the op keeps its C++ autograd formula and its derivative is the matching ``*_backward`` op;
+   on ``.vec`` they are replaced by a kernel that only calls ``.default`` (ATen's C++ one would
+   too, but rejects symbolic sizes).
 2. Inductor (``lowerings.install``): our decompositions go into Inductor's decomposition table,
    which AOTAutograd applies *below* autograd, and Inductor's own upsample lowerings step aside.
 3. Caches. The AOTAutograd cache key does not see decomposition tables, so a tag naming this
@@ -18,6 +19,7 @@ Three things change while installed (docs/design.md has the why):
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import pathlib
 import threading
@@ -30,11 +32,17 @@ from torch._ops import OpOverload
 
 import lowerings
 
-from . import ops
+from . import forward, ops
 from ._registry import DECOMPOSITIONS
 
 # Python-dispatcher kernels that decompose the forward ops above autograd.
 _ABOVE_AUTOGRAD_KEYS = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
+
+# One kernel object per .vec overload, so reinstalling registers the very same callables.
+_VEC_KERNELS = {
+    packet.vec: functools.partial(forward.vec_to_default, packet.default)
+    for packet in ops.FORWARD.values()
+}
 
 _lock = threading.RLock()
 _undo: list | None = None  # while installed: callables that restore stock state, in order
@@ -63,16 +71,25 @@ def _missing_hooks() -> list[str]:
     return missing
 
 
-def _remove_above_autograd_kernels() -> None:
-    for op in ops.FORWARD_ENTRY_OVERLOADS:
-        removed = {k: op.py_kernels.pop(k) for k in _ABOVE_AUTOGRAD_KEYS if k in op.py_kernels}
-        op._dispatch_cache.clear()
-
-        def restore(op: OpOverload = op, removed: dict = removed) -> None:
-            op.py_kernels.update(removed)
+def _reroute_above_autograd_kernels() -> None:
+    """``.default``: drop the Python kernels. ``.vec``: forward to ``.default`` unchanged."""
+    for packet in ops.FORWARD.values():
+        for op, kernel in (
+            (packet.default, None),
+            (packet.vec, _VEC_KERNELS[packet.vec]),
+        ):
+            saved = {k: op.py_kernels.pop(k) for k in _ABOVE_AUTOGRAD_KEYS if k in op.py_kernels}
+            if kernel is not None:
+                op.py_kernels.update(dict.fromkeys(_ABOVE_AUTOGRAD_KEYS, kernel))
             op._dispatch_cache.clear()
 
-        _undo.append(restore)
+            def restore(op: OpOverload = op, saved: dict = saved) -> None:
+                for key in _ABOVE_AUTOGRAD_KEYS:
+                    op.py_kernels.pop(key, None)
+                op.py_kernels.update(saved)
+                op._dispatch_cache.clear()
+
+            _undo.append(restore)
 
 
 def _tag_cache_keys() -> None:
@@ -107,7 +124,7 @@ def install() -> bool:
                 )
             return False
         _undo = []
-        _remove_above_autograd_kernels()
+        _reroute_above_autograd_kernels()
         _undo.append(lowerings.install(DECOMPOSITIONS))
         _tag_cache_keys()
         torch._dynamo.reset()

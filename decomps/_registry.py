@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from torch._decomp import _convert_out_params
 from torch._ops import OpOverload
 
 DECOMPOSITIONS: dict[OpOverload, Callable] = {}
@@ -14,9 +15,11 @@ DECOMPOSITIONS: dict[OpOverload, Callable] = {}
 
 def register(*ops: OpOverload) -> Callable[[Callable], Callable]:
     def decorator(fn: Callable) -> Callable:
+        # As torch's register_decomposition: `out=` takes the schema's name (`grad_input=`).
+        converted = _convert_out_params(fn)
         for op in ops:
             assert op not in DECOMPOSITIONS, f"{op} registered twice"
-            DECOMPOSITIONS[op] = fn
+            DECOMPOSITIONS[op] = converted
         return fn
 
     return decorator

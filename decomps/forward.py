@@ -175,6 +175,16 @@ def output_size_from_scales(input: Tensor, output_size, scale_factors):
     return sizes, list(scale_factors)
 
 
+def vec_to_default(default, input: Tensor, output_size, scale_factors) -> Tensor:
+    """``.vec`` as a call of its ``.default`` overload, SymInt sizes included.
+
+    ATen's C++ CompositeImplicitAutograd kernel does the same but takes concrete sizes only;
+    installation registers this in its place (with ``default`` bound) for tracing.
+    """
+    osize, scales = output_size_from_scales(input, output_size, scale_factors)
+    return default(input, osize, *scales)
+
+
 @register(*(FORWARD[(rank, False)].vec for rank in (1, 2, 3)))
 def upsample_nearest_vec(
     input: Tensor, output_size: Sequence | None, scale_factors: Sequence[float] | None

@@ -233,7 +233,7 @@ def window_bound(isize, osize, scale, rule_or_cuda) -> int:
     explicit scale or, without one, ``ceil(osize / isize)`` under a guard on its value.
     """
     if is_static(isize, osize):
-        return int(_static_window_sizes(isize, osize, scale, rule_or_cuda).max())
+        return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
     if scale is not None and scale > 0:
         ratio = math.ceil(scale)
     else:
@@ -251,10 +251,10 @@ def window_starts(isize, osize, scale, rule_or_cuda, device) -> Tensor:
     return cpu_window_start(i, isize, osize, scale, rule_or_cuda)
 
 
-def _static_window_sizes(isize: int, osize: int, scale, rule_or_cuda) -> Tensor:
+def _static_window_sizes(isize: int, osize: int, scale, rule_or_cuda) -> list[int]:
     with host_tensors():
         lo = window_starts(isize, osize, scale, rule_or_cuda, "cpu")
-        return lo[1:] - lo[:-1]
+        return (lo[1:] - lo[:-1]).tolist()
 
 
 # ---------------------------------------------------------------------------------------------

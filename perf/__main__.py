@@ -1,0 +1,140 @@
+"""PR vs Nightly in one command: two benchmark runs, tables and a chart.
+
+    python -m perf OUT_DIR [--quick] [--device auto|cpu|cuda] [--backward] [--mode ...]
+
+Runs ``python -m perf.interp_mode`` twice, each in its own process with its
+own fresh Inductor cache under OUT_DIR: first ``--tag=Nightly`` (stock torch),
+then ``--tag=PR`` (imports ``decomps``). Then writes the results table, the
+speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a
+PNG chart of the speed-ups, and prints the speed-up table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from perf.cases import MODES
+from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUN_ORDER = ("Nightly", "PR")  # Nightly first: it does not depend on the package
+COMPARES = (
+    "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly",
+    "Compiled .+ PR;Eager .+ PR;speed-up PR vs Eager",
+)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.split("\n")[0])
+    parser.add_argument("out_dir", type=Path, help="folder for pickles, tables, chart and Inductor caches")
+    parser.add_argument("--quick", action="store_true", help="a small subset of the case matrix")
+    parser.add_argument("--device", default="auto", choices=("cpu", "cuda", "auto"),
+                        help="auto (default): cuda if available, else cpu")
+    parser.add_argument("--backward", action="store_true", help="add fwd+bwd rows for float dtypes")
+    parser.add_argument("--mode", default="both", choices=("nearest", "nearest-exact", "both"))
+    parser.add_argument("--min-run-time", type=float, default=None, help="seconds per blocked_autorange")
+    parser.add_argument("--num-threads", type=int, default=1)
+    parser.add_argument("--dynamic", type=parse_bool, nargs="?", const=True, default=True)
+    parser.add_argument("--filter", default=None, help="regex on case names (see perf.cases.Case.name)")
+    return parser.parse_args(argv)
+
+
+def child_command(tag: str, args: argparse.Namespace, pickle_name: str) -> list[str]:
+    command = [sys.executable, "-m", "perf.interp_mode", str(args.out_dir), f"--tag={tag}",
+               f"--mode={args.mode}", f"--device={args.device}", f"--num-threads={args.num_threads}",
+               f"--dynamic={args.dynamic}", f"--pickle-name={pickle_name}"]
+    command += ["--quick"] * args.quick + ["--backward"] * args.backward
+    if args.min_run_time is not None:
+        command.append(f"--min-run-time={args.min_run_time}")
+    if args.filter:
+        command.append(f"--filter={args.filter}")
+    return command
+
+
+def child_env(cache_dir: Path) -> dict[str, str]:
+    """The parent's environment with a private Inductor and Triton cache."""
+    env = dict(os.environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_tag(tag: str, args: argparse.Namespace, stem: str) -> tuple[Path | None, int]:
+    """One benchmark process; returns its pickle (None if it wrote none) and exit status."""
+    pickle_path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
+    cache_dir = args.out_dir.resolve() / f"inductor-cache-{stem}-{tag}"
+    print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
+    rc = subprocess.call(child_command(tag, args, pickle_path.name), cwd=REPO_ROOT, env=child_env(cache_dir))
+    if rc == EXIT_NO_PACKAGE and tag == "PR":
+        print("\nERROR: the PR run could not import the 'decomps' package (see above); no PR results.",
+              file=sys.stderr)
+    elif rc != 0:
+        print(f"\nERROR: the {tag} run exited with status {rc} (see above).", file=sys.stderr)
+    return (pickle_path if pickle_path.is_file() else None), rc
+
+
+def write_reports(runs: dict, out_dir: Path, stem: str) -> tuple[list[Path], str | None]:
+    """Results table always; speed-up table and chart when both tags have comparable results.
+
+    Returns the files written and the speed-up tables (None when there are none).
+    """
+    from perf import plot, results_table, speedup
+
+    results_md = out_dir / f"{stem}-results.md"
+    results_md.write_text(results_table.render(list(runs.values())))
+    if set(runs) != set(RUN_ORDER):
+        print("ERROR: only the " + ", ".join(runs) + " run has results; no speed-up table.", file=sys.stderr)
+        return [results_md], None
+    specs = [speedup.Spec.parse(c) for c in COMPARES]
+    try:
+        rows = speedup.compute_speedups(results_table.merged_rows(list(runs.values())), specs)
+    except speedup.SpeedupError as e:
+        print(f"ERROR: no speed-up table: {e}", file=sys.stderr)
+        return [results_md], None
+    speedup_md, chart = out_dir / f"{stem}-speedup.md", out_dir / f"{stem}-speedup.png"
+    speedup_md.write_text(speedup.render(list(runs.values()), specs))
+    tables = speedup.render_tables(list(runs.values()), specs)
+    try:
+        plot.plot_speedups(rows, [s.name for s in specs], chart, title=f"decomps speed-ups ({stem})")
+    except ImportError as e:
+        print(f"ERROR: no chart ({e}); install matplotlib, e.g. pip install -e '.[perf]'.", file=sys.stderr)
+        return [results_md, speedup_md], tables
+    return [results_md, speedup_md, chart], tables
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    stem = f"{datetime.now():%Y%m%d-%H%M%S}-upsample-{'-'.join(modes)}"
+    start = time.perf_counter()
+    pickles, statuses = {}, []
+    for tag in RUN_ORDER:
+        path, rc = run_tag(tag, args, stem)
+        statuses.append(rc)
+        if path is not None:
+            pickles[tag] = path
+    if not pickles:
+        print("ERROR: no run produced a pickle.", file=sys.stderr)
+        return 1
+
+    from perf._pickles import load_run
+
+    written, speedup_tables = write_reports({tag: load_run(p) for tag, p in pickles.items()}, args.out_dir, stem)
+    if speedup_tables:
+        print("\n" + speedup_tables)
+    print(f"Done in {time.perf_counter() - start:.0f}s. Outputs:")
+    for path in [*pickles.values(), *written]:
+        print(f"  {path}")
+    return 0 if speedup_tables and not any(statuses) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

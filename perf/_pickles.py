@@ -1,0 +1,130 @@
+"""Reading and writing benchmark pickles (the seed PR's format, plus optional keys).
+
+A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
+``torch_config``, ``num_threads``, ``triton`` and ``test_results`` (a list of
+``torch.utils.benchmark`` Measurements). Runs of this harness add optional
+keys, all keyed by ``(label, sub_label, description)`` where relevant:
+``roofline``, ``mismatches``, ``errors``, ``compile_seconds``,
+``copy_bandwidth_gbps``, ``tag``, ``device``, ``dynamic``, ``package``.
+
+Readers accept pickles written by the seed scripts and by other torch
+versions: only ``.median`` (or the raw times) and the task spec's labels are
+used from each Measurement.
+"""
+
+from __future__ import annotations
+
+import pickle
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+Key = tuple[str, str, str]
+
+
+@dataclass
+class Row:
+    """One measurement, reduced to what the tables need."""
+
+    label: str
+    sub_label: str
+    description: str
+    median: float  # seconds
+    gbps: float | None = None
+    pct_of_copy: float | None = None
+    problem: str | None = None  # a correctness mismatch recorded by the run
+
+    @property
+    def key(self) -> Key:
+        return (self.label, self.sub_label, self.description)
+
+
+@dataclass
+class Run:
+    """One loaded pickle."""
+
+    path: Path
+    torch_version: str
+    torch_config: str
+    num_threads: int | None
+    triton: str | None
+    rows: list[Row]
+    copy_bandwidth_gbps: float | None = None
+    errors: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+def triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
+
+
+def save_run(path: Path, test_results: list, **extra) -> dict:
+    """Pickle ``test_results`` with the seed's metadata keys plus ``extra`` keys."""
+    payload = {
+        "filepath": str(path),
+        "torch_version": torch.__version__,
+        "torch_config": torch.__config__.show(),
+        "num_threads": torch.get_num_threads(),
+        "triton": triton_version(),
+        "test_results": list(test_results),
+        **extra,
+    }
+    with open(path, "wb") as f:
+        pickle.dump(payload, f)
+    return payload
+
+
+def median_seconds(measurement) -> float:
+    """``Measurement.median``, recomputed from raw times if the object predates this torch."""
+    try:
+        return float(measurement.median)
+    except (AttributeError, TypeError, RuntimeError):
+        number = getattr(measurement, "number_per_run", 1) or 1
+        return statistics.median(t / number for t in measurement.raw_times)
+
+
+def _task_field(measurement, name: str) -> str:
+    value = getattr(getattr(measurement, "task_spec", None), name, None)
+    return "" if value is None else str(value)
+
+
+def to_row(measurement, payload: dict) -> Row:
+    row = Row(
+        label=_task_field(measurement, "label"),
+        sub_label=_task_field(measurement, "sub_label"),
+        description=_task_field(measurement, "description"),
+        median=median_seconds(measurement),
+    )
+    roofline = (payload.get("roofline") or {}).get(row.key, {})
+    row.gbps = roofline.get("gbps")
+    row.pct_of_copy = roofline.get("pct_of_copy")
+    row.problem = (payload.get("mismatches") or {}).get(row.key)
+    return row
+
+
+def load_run(path) -> Run:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark pickle not found: {path}")
+    with open(path, "rb") as f:
+        payload = pickle.load(f)
+    if not isinstance(payload, dict) or "test_results" not in payload:
+        raise ValueError(f"{path} is not a benchmark pickle (expected a dict with 'test_results')")
+    known = {"filepath", "torch_version", "torch_config", "num_threads", "triton", "test_results"}
+    return Run(
+        path=path,
+        torch_version=str(payload.get("torch_version", "unknown")),
+        torch_config=str(payload.get("torch_config", "")),
+        num_threads=payload.get("num_threads"),
+        triton=payload.get("triton"),
+        rows=[to_row(m, payload) for m in payload["test_results"]],
+        copy_bandwidth_gbps=payload.get("copy_bandwidth_gbps"),
+        errors=list(payload.get("errors") or []),
+        extra={k: v for k, v in payload.items() if k not in known},
+    )

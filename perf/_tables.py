@@ -1,0 +1,84 @@
+"""Markdown rendering shared by the table tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from perf._pickles import Row, Run
+
+UNITS = ((1e-6, "ns", 1e-9), (1e-3, "us", 1e-6), (1.0, "ms", 1e-3))
+MISMATCH_MARK = "MISMATCH"
+
+
+def select_unit(seconds: float) -> tuple[str, float]:
+    """The unit (and its size in seconds) that ``torch.utils.benchmark.Compare`` would pick."""
+    for bound, unit, scale in UNITS:
+        if seconds < bound:
+            return unit, scale
+    return "s", 1.0
+
+
+def format_time(seconds: float, scale: float) -> str:
+    value = seconds / scale
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def format_cell(row: Row, scale: float) -> str:
+    """Median time, with achieved bandwidth when recorded and a loud mark on a mismatch."""
+    cell = format_time(row.median, scale)
+    if row.gbps is not None:
+        cell += f" ({row.gbps:.0f} GB/s, {row.pct_of_copy:.0f}%)"
+    if row.problem:
+        cell += f" **{MISMATCH_MARK}**"
+    return cell
+
+
+def ordered_unique(items: Iterable) -> list:
+    return list(dict.fromkeys(items))
+
+
+def group_by_label(rows: Sequence) -> dict[str, list]:
+    """Rows (anything with a ``.label``) grouped by label, in order of first appearance."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(row.label, []).append(row)
+    return groups
+
+
+def _escape(cell: str) -> str:
+    return cell.replace("|", "\\|")
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |"]
+    lines.append("|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|")
+    lines += ["| " + " | ".join(_escape(c) for c in cells) + " |" for cells in body]
+    return "\n".join(lines) + "\n"
+
+
+def runs_header(runs: Sequence[Run]) -> str:
+    """One entry per pickle: torch version, threads, triton, extras and torch config."""
+    parts = ["## Runs\n"]
+    for run in runs:
+        facts = [f"torch {run.torch_version}", f"num_threads {run.num_threads}", f"triton {run.triton}"]
+        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "dynamic") if k in run.extra]
+        if run.copy_bandwidth_gbps:
+            facts.append(f"device-to-device copy {run.copy_bandwidth_gbps:.0f} GB/s")
+        parts.append(f"- `{run.path.name}`: " + ", ".join(facts))
+        if run.extra.get("package"):
+            parts.append(f"  - package: {run.extra['package']}")
+        config = run.torch_config.strip().replace("\n", "\n  ")
+        parts.append(f"  <details><summary>torch config</summary>\n\n  ```text\n  {config}\n  ```\n\n  </details>")
+    return "\n".join(parts) + "\n"
+
+
+def problems_section(runs: Sequence[Run]) -> str:
+    """Mismatches and failed cases, so that they cannot be overlooked."""
+    lines = []
+    for run in runs:
+        lines += [f"- `{run.path.name}` {row.description} | {row.sub_label}: {row.problem}"
+                  for row in run.rows if row.problem]
+        lines += [f"- `{run.path.name}` FAILED {error}" for error in run.errors]
+    if not lines:
+        return ""
+    return f"## Problems ({MISMATCH_MARK} = compiled result differs from eager)\n\n" + "\n".join(lines) + "\n"

@@ -1,0 +1,224 @@
+"""Build, check and time one case: eager vs ``torch.compile``.
+
+Imported by ``perf.interp_mode`` only after it has set the Inductor cache
+directory; importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+import torch.utils.benchmark as benchmark
+from torch import nn
+
+from perf.cases import NECK_OUT_CHANNELS, Case, min_bytes
+
+SEED = 12
+COPY_BYTES = 1 << 30
+# (rtol, atol) for gradients, whose sums may be accumulated in another order.
+GRAD_TOLERANCE = {"float32": (1e-5, 1e-5), "float16": (5e-3, 5e-3), "bfloat16": (4e-2, 4e-2)}
+# Relative L2 error allowed for the FPN neck (convolutions may pick other algorithms).
+NECK_TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2}
+
+
+@dataclass
+class Workload:
+    """What a case runs: ``forward(*args)``, optionally followed by ``autograd.grad``."""
+
+    forward: Callable
+    args: tuple[torch.Tensor, ...]
+    wrt: tuple[torch.Tensor, ...] = ()  # differentiate w.r.t. these; empty: forward only
+    grad_outputs: tuple[torch.Tensor, ...] = ()
+    check: str = "equal"  # "equal" | "allclose" | "relnorm"
+
+    def runner(self, forward: Callable) -> Callable:
+        """The callable that is timed: ``forward`` alone, or forward + backward."""
+        if not self.wrt:
+            return forward
+
+        def step(*args):
+            outputs = _as_tuple(forward(*args))
+            return torch.autograd.grad(outputs, self.wrt, self.grad_outputs)
+
+        return step
+
+
+@dataclass
+class CaseResult:
+    measurements: list  # [eager, compiled] torch.utils.benchmark Measurements
+    problem: str | None  # why compiled != eager, or None
+    compile_seconds: float
+    roofline: dict = field(default_factory=dict)  # description -> {"bytes", "gbps", "pct_of_copy"}
+
+
+class FPNNeck(nn.Module):
+    """torchvision-style FPN: 1x1 lateral convs, nearest top-down path, 3x3 output convs."""
+
+    def __init__(self, in_channels: tuple[int, ...], out_channels: int, mode: str):
+        super().__init__()
+        self.lateral = nn.ModuleList(nn.Conv2d(c, out_channels, 1) for c in in_channels)
+        self.output = nn.ModuleList(nn.Conv2d(out_channels, out_channels, 3, padding=1) for _ in in_channels)
+        self.mode = mode
+
+    def forward(self, *features: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        last = self.lateral[-1](features[-1])
+        outputs = [self.output[-1](last)]
+        for i in range(len(features) - 2, -1, -1):
+            lateral = self.lateral[i](features[i])
+            last = lateral + F.interpolate(last, size=lateral.shape[-2:], mode=self.mode)
+            outputs.insert(0, self.output[i](last))
+        return tuple(outputs)
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _random(shape, dtype: torch.dtype, device: str, memory_format=torch.contiguous_format) -> torch.Tensor:
+    if dtype.is_floating_point:
+        x = torch.randn(shape, dtype=dtype, device=device)
+    else:
+        x = torch.randint(0, 256, shape, dtype=dtype, device=device)
+    return x.contiguous(memory_format=memory_format)
+
+
+def _interp_kwargs(case: Case) -> dict:
+    if case.scale_factor is None:
+        return {"size": case.osize, "mode": case.mode}
+    return {"scale_factor": case.scale_factor, "mode": case.mode}
+
+
+def _interp_workload(case: Case, dtype, memory_format) -> Workload:
+    kwargs = _interp_kwargs(case)
+
+    def interpolate(x):
+        return F.interpolate(x, **kwargs)
+
+    x = _random(case.shape, dtype, case.device, memory_format)
+    if not case.backward:
+        return Workload(interpolate, (x,))
+    x.requires_grad_(True)
+    with torch.no_grad():
+        grad_output = torch.randn_like(interpolate(x))
+    return Workload(interpolate, (x,), wrt=(x,), grad_outputs=(grad_output,), check="allclose")
+
+
+def _fused_workload(case: Case, dtype, memory_format) -> Workload:
+    mode = case.mode
+
+    def fpn_merge(lateral, top):
+        return lateral + F.interpolate(top, scale_factor=2.0, mode=mode)
+
+    def unet_skip(skip, x):
+        return torch.cat([skip, F.interpolate(x, scale_factor=2.0, mode=mode)], 1)
+
+    full_res = _random((*case.shape[:2], *case.osize), dtype, case.device, memory_format)
+    low_res = _random(case.shape, dtype, case.device, memory_format)
+    return Workload(fpn_merge if case.kind == "fpn_merge" else unet_skip, (full_res, low_res))
+
+
+def _neck_workload(case: Case, dtype, memory_format) -> Workload:
+    shapes = case.neck_level_shapes
+    model = FPNNeck(tuple(s[1] for s in shapes), NECK_OUT_CHANNELS, case.mode).to(case.device, dtype)
+    features = tuple(_random(s, dtype, case.device, memory_format).requires_grad_(True) for s in shapes)
+    with torch.no_grad():
+        grad_outputs = tuple(torch.randn_like(y) for y in model(*features))
+    wrt = (*model.parameters(), *features)
+    return Workload(model, features, wrt=wrt, grad_outputs=grad_outputs, check="relnorm")
+
+
+BUILDERS = {"interp": _interp_workload, "fpn_merge": _fused_workload, "unet_skip": _fused_workload,
+            "fpn_neck": _neck_workload}
+
+
+def build_workload(case: Case) -> Workload:
+    torch.manual_seed(SEED)
+    return BUILDERS[case.kind](case, getattr(torch, case.dtype), getattr(torch, case.memory_format))
+
+
+def _describe_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return f"got {tuple(actual.shape)} {actual.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
+    diff = (actual.double() - expected.double()).abs()
+    return f"{int((diff > 0).sum())} of {diff.numel()} elements differ, max abs diff {diff.max().item():.3g}"
+
+
+def _close(actual: torch.Tensor, expected: torch.Tensor, check: str, dtype: str) -> bool:
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return False
+    if check == "equal":
+        return torch.equal(actual, expected)
+    if check == "allclose":
+        rtol, atol = GRAD_TOLERANCE[dtype]
+        return torch.allclose(actual, expected, rtol=rtol, atol=atol)
+    error = (actual.double() - expected.double()).norm() / expected.double().norm().clamp_min(1e-12)
+    return error.item() <= NECK_TOLERANCE[dtype]
+
+
+def compare_results(actual, expected, check: str, dtype: str) -> str | None:
+    """None when the compiled result matches eager, else a description of the first difference."""
+    actual, expected = _as_tuple(actual), _as_tuple(expected)
+    if len(actual) != len(expected):
+        return f"compiled returned {len(actual)} tensors, eager {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if not _close(a, e, check, dtype):
+            return f"output {i} ({check}): {_describe_difference(a, e)}"
+    return None
+
+
+def _timer(fn: Callable, args: tuple, case: Case, description: str, num_threads: int) -> benchmark.Timer:
+    return benchmark.Timer(
+        stmt="fn(*args)",
+        globals={"fn": fn, "args": args},
+        num_threads=num_threads,
+        label=case.label,
+        sub_label=case.sub_label,
+        description=description,
+    )
+
+
+def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+             copy_gbps: float | None = None) -> CaseResult:
+    """Check compiled against eager once, then time both (compile time excluded)."""
+    torch._dynamo.reset()
+    work = build_workload(case)
+    eager = work.runner(work.forward)
+    compiled = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic))
+    expected = eager(*work.args)
+    start = time.perf_counter()
+    actual = compiled(*work.args)
+    if case.device == "cuda":
+        torch.cuda.synchronize()
+    compile_seconds = time.perf_counter() - start
+    problem = compare_results(actual, expected, work.check, case.dtype)
+    del actual, expected
+
+    measurements = [
+        _timer(fn, work.args, case, f"{kind} ({torch.__version__}) {tag}", num_threads)
+        .blocked_autorange(min_run_time=min_run_time)
+        for kind, fn in (("Eager", eager), ("Compiled", compiled))
+    ]
+    return CaseResult(measurements, problem, compile_seconds, _roofline(case, measurements, copy_gbps))
+
+
+def _roofline(case: Case, measurements: list, copy_gbps: float | None) -> dict:
+    nbytes = min_bytes(case)
+    if copy_gbps is None or nbytes is None:
+        return {}
+    result = {}
+    for m in measurements:
+        gbps = nbytes / m.median / 1e9
+        result[m.task_spec.description] = {"bytes": nbytes, "gbps": gbps, "pct_of_copy": 100 * gbps / copy_gbps}
+    return result
+
+
+def measure_copy_bandwidth(device: str, num_threads: int, min_run_time: float, nbytes: int = COPY_BYTES) -> float:
+    """Device-to-device ``dst.copy_(src)`` bandwidth in GB/s, counting bytes read + written."""
+    src = torch.ones(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    timer = benchmark.Timer(stmt="dst.copy_(src)", globals={"dst": dst, "src": src}, num_threads=num_threads)
+    return 2 * nbytes / timer.blocked_autorange(min_run_time=min_run_time).median / 1e9

@@ -1,0 +1,253 @@
+"""One benchmark run (one tag, one process): eager vs compiled nearest upsampling.
+
+    python -m perf.interp_mode OUTPUT_DIR --tag=PR --mode=nearest
+
+``--tag=PR`` imports the ``decomps`` package before compiling; ``--tag=Nightly``
+is stock torch and never imports it. Writes one pickle in the seed PR's
+format (see docs/perf.md) and exits non-zero if any compiled result differs
+from eager or any case fails (the pickle is written anyway).
+
+Each run must use its own Inductor cache: if ``TORCHINDUCTOR_CACHE_DIR`` is
+not set, a fresh temporary one is created before torch is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from perf.cases import MODES, make_cases  # torch-free: safe before the cache directory is set
+
+PACKAGE = "decomps"
+TAGS = ("PR", "Nightly")
+EXIT_NO_PACKAGE = 2
+EXIT_PROBLEMS = 3
+QUICK_MIN_RUN_TIME = 0.25
+DEFAULT_MIN_RUN_TIME = 2.0
+COPY_MIN_RUN_TIME = 1.0
+ERROR_CHARS = 500
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m perf.interp_mode", description=__doc__.split("\n")[0])
+    parser.add_argument("output_dir", type=Path, help="folder for the pickle (created if missing)")
+    parser.add_argument("--tag", required=True, choices=TAGS, help=f"PR imports {PACKAGE}; Nightly never does")
+    parser.add_argument("--mode", default="both", choices=("nearest", "nearest-exact", "both"))
+    parser.add_argument("--device", default="auto", choices=("cpu", "cuda", "auto"),
+                        help="auto: cuda if available, else cpu")
+    parser.add_argument("--min-run-time", type=float, default=None,
+                        help=f"seconds per blocked_autorange (default {DEFAULT_MIN_RUN_TIME}, "
+                             f"{QUICK_MIN_RUN_TIME} with --quick)")
+    parser.add_argument("--num-threads", type=int, default=1)
+    parser.add_argument("--dynamic", type=parse_bool, nargs="?", const=True, default=True,
+                        help="torch.compile(dynamic=...) (default true)")
+    parser.add_argument("--backward", action="store_true", help="add fwd+bwd rows for float dtypes")
+    parser.add_argument("--quick", action="store_true", help="a small subset of the case matrix")
+    parser.add_argument("--filter", default=None, help=argparse.SUPPRESS)  # regex on case names
+    parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
+    return parser
+
+
+def ensure_private_cache_dir(tag: str) -> str:
+    """Give this process its own Inductor (and Triton) cache unless the caller chose one.
+
+    Must run before torch is imported, so that no kernel compiled by a run of
+    another tag (or an earlier run) is reused.
+    """
+    cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not cache_dir:
+        cache_dir = tempfile.mkdtemp(prefix=f"perf-inductor-{tag}-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(cache_dir, "triton"))
+    return cache_dir
+
+
+def load_package(tag: str) -> dict | None:
+    """Import the package for PR runs; make sure Nightly runs never have it."""
+    if tag == "Nightly":
+        assert_package_absent()
+        return None
+    try:
+        module = importlib.import_module(PACKAGE)
+    except Exception:
+        traceback.print_exc()
+        _no_package(f"`import {PACKAGE}` failed (above)")
+    if getattr(module, "__file__", None) is None:  # a bare folder imports as a namespace package
+        _no_package(f"`import {PACKAGE}` found only a folder without __init__.py at {list(module.__path__)}")
+    return {"name": PACKAGE, "file": module.__file__, "version": getattr(module, "__version__", None)}
+
+
+def _no_package(reason: str):
+    print(f"\nERROR: --tag=PR needs the '{PACKAGE}' package, but {reason}.\n"
+          f"Run from the repository root (python -m perf.interp_mode ...) or install the package.",
+          file=sys.stderr)
+    raise SystemExit(EXIT_NO_PACKAGE)
+
+
+def assert_package_absent() -> None:
+    if PACKAGE in sys.modules:
+        raise SystemExit(f"ERROR: '{PACKAGE}' was imported in a Nightly run; its numbers would not be stock torch.")
+
+
+def default_pickle_name(modes, tag: str) -> str:
+    now = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{now}-upsample-{'-'.join(modes)}-{tag}.pkl"
+
+
+def select_cases(args, device: str):
+    modes = MODES if args.mode == "both" else (args.mode,)
+    cases = make_cases(device, quick=args.quick, modes=modes, backward=args.backward)
+    if args.filter:
+        cases = [c for c in cases if re.search(args.filter, c.name)]
+        if not cases:
+            raise SystemExit(f"ERROR: --filter {args.filter!r} matches no case")
+    return modes, cases
+
+
+def progress_line(i: int, n: int, name: str, start: float, summary: str) -> str:
+    elapsed = time.perf_counter() - start
+    eta = elapsed / i * (n - i)
+    return f"[{i}/{n}] {name} elapsed {elapsed:.1f}s ETA {eta:.0f}s | {summary}"
+
+
+def short_message(error: Exception, limit: int = ERROR_CHARS) -> str:
+    """The exception's message on one line, cut to ``limit`` characters (the traceback is printed)."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def summarize(result) -> str:
+    from perf._tables import format_time, select_unit
+
+    eager, compiled = (m.median for m in result.measurements)
+    unit, scale = select_unit(min(eager, compiled))
+    check = f"MISMATCH: {result.problem}" if result.problem else "matches eager"
+    return (f"eager {format_time(eager, scale)} {unit}, compiled {format_time(compiled, scale)} {unit} "
+            f"(compile {result.compile_seconds:.1f}s), {check}")
+
+
+@dataclass
+class Collected:
+    """Everything a run stores, filled case by case."""
+
+    test_results: list = field(default_factory=list)
+    roofline: dict = field(default_factory=dict)
+    mismatches: dict = field(default_factory=dict)  # only Compiled columns: eager is the reference
+    compile_seconds: dict = field(default_factory=dict)
+    errors: list = field(default_factory=list)
+
+    def add(self, result) -> None:
+        self.test_results += result.measurements
+        for m in result.measurements:
+            description = m.task_spec.description
+            key = (m.task_spec.label, m.task_spec.sub_label, description)
+            self.compile_seconds[key] = result.compile_seconds
+            if description in result.roofline:
+                self.roofline[key] = result.roofline[description]
+            if result.problem and description.startswith("Compiled"):
+                self.mismatches[key] = result.problem
+
+    def pickle_keys(self) -> dict:
+        return {"roofline": self.roofline, "mismatches": self.mismatches, "errors": self.errors,
+                "compile_seconds": self.compile_seconds}
+
+
+def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None) -> Collected:
+    """Run every case, printing one progress line each; failures are recorded, not raised."""
+    import torch
+
+    from perf import bench
+
+    collected = Collected()
+    start = time.perf_counter()
+    for i, case in enumerate(cases, 1):
+        try:
+            result = bench.run_case(case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
+                                    min_run_time=min_run_time, copy_gbps=copy_gbps)
+        except Exception as e:
+            traceback.print_exc()
+            error = f"{type(e).__name__}: {short_message(e)}"
+            collected.errors.append(f"{case.name}: {error}")
+            summary = f"FAILED: {error}"
+        else:
+            collected.add(result)
+            if result.problem:
+                print(f"!!!!! MISMATCH: compiled != eager for {case.name}: {result.problem}", flush=True)
+            summary = summarize(result)
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        print(progress_line(i, len(cases), case.name, start, summary), flush=True)
+    return collected
+
+
+def run(args) -> int:
+    import torch
+
+    from perf import bench
+    from perf._pickles import load_run, save_run
+    from perf.results_table import render
+
+    start = time.perf_counter()
+    package = load_package(args.tag)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    torch.set_num_threads(args.num_threads)
+    min_run_time = args.min_run_time or (QUICK_MIN_RUN_TIME if args.quick else DEFAULT_MIN_RUN_TIME)
+    modes, cases = select_cases(args, device)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    path = args.output_dir / (args.pickle_name or default_pickle_name(modes, args.tag))
+
+    print(f"Output filepath: {path}")
+    print(f"Tag: {args.tag}, device: {device}, package: {package}")
+    print(f"Torch version: {torch.__version__}")
+    print(f"Torch config: {torch.__config__.show()}")
+    print(f"Num threads: {torch.get_num_threads()}, dynamic: {args.dynamic}, min_run_time: {min_run_time}")
+    print(f"Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}\n", flush=True)
+
+    copy_gbps = None
+    if device == "cuda":
+        copy_gbps = bench.measure_copy_bandwidth(device, args.num_threads, COPY_MIN_RUN_TIME)
+        print(f"Device-to-device copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", flush=True)
+    collected = run_cases(cases, args, device, min_run_time, copy_gbps)
+
+    if args.tag == "Nightly":
+        assert_package_absent()
+    save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic, package=package,
+             copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
+    print("\n" + render([load_run(path)]))
+    print(f"Wrote {path} ({len(cases)} cases in {time.perf_counter() - start:.1f}s)")
+    if collected.mismatches or collected.errors:
+        print(f"!!!!! {len(collected.mismatches)} mismatching and {len(collected.errors)} failed case(s); "
+              "see 'Problems' above.", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.tag == "Nightly":
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # no torch.backends entry points in stock runs
+    ensure_private_cache_dir(args.tag)
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Speed-up columns computed from benchmark pickles, as markdown tables.
+
+    python -m perf.speedup OUT.md PR.pkl NIGHTLY.pkl \\
+        --compare "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly"
+
+Each ``--compare "A;B[;name]"`` (repeatable) names two columns by regular
+expression (matched against the whole description) within the same row
+(same label and sub_label); the speed-up is time(B) / time(A), so > 1 means
+A is faster. Refuses to overwrite an existing OUT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perf._pickles import Row, Run, load_run
+from perf._tables import (
+    MISMATCH_MARK,
+    format_cell,
+    group_by_label,
+    markdown_table,
+    ordered_unique,
+    problems_section,
+    runs_header,
+    select_unit,
+)
+from perf.results_table import merged_rows
+
+PR_VS_NIGHTLY = "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly"
+PR_VS_EAGER = "Compiled .+ PR;Eager .+ PR;speed-up PR vs Eager"
+
+
+class SpeedupError(ValueError):
+    """A --compare spec that is malformed, ambiguous or matches nothing."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    first: str  # regex of the reference column (the denominator's owner)
+    second: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> Spec:
+        parts = text.split(";")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise SpeedupError(f"--compare takes 'COLUMN_A;COLUMN_B[;NAME]', got {text!r}")
+        for pattern in parts[:2]:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise SpeedupError(f"bad regex {pattern!r} in --compare: {e}") from e
+        name = parts[2] if len(parts) == 3 else f"Speed-up: {parts[0]} vs {parts[1]}"
+        return cls(parts[0], parts[1], name)
+
+
+@dataclass
+class SpeedupRow:
+    label: str
+    sub_label: str
+    columns: dict[str, Row] = field(default_factory=dict)  # matched columns, by description
+    ratios: dict[str, float] = field(default_factory=dict)  # by spec name
+    flagged: set[str] = field(default_factory=set)  # spec names computed from a mismatched cell
+
+
+def _match_one(pattern: str, rows: Sequence[Row]) -> Row | None:
+    matches = [r for r in rows if re.fullmatch(pattern, r.description)]
+    if len(matches) > 1:
+        names = ", ".join(repr(r.description) for r in matches)
+        raise SpeedupError(f"{pattern!r} matches several columns in row {rows[0].sub_label!r}: {names}")
+    return matches[0] if matches else None
+
+
+def compute_speedups(rows: Sequence[Row], specs: Sequence[Spec]) -> list[SpeedupRow]:
+    """One SpeedupRow per (label, sub_label) in which at least one spec matched both columns."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.label, row.sub_label), []).append(row)
+    result = []
+    for (label, sub_label), group in groups.items():
+        out = SpeedupRow(label, sub_label)
+        for spec in specs:
+            first, second = _match_one(spec.first, group), _match_one(spec.second, group)
+            if first is None or second is None:
+                continue
+            out.columns.update({first.description: first, second.description: second})
+            out.ratios[spec.name] = second.median / first.median
+            if first.problem or second.problem:
+                out.flagged.add(spec.name)
+        if out.ratios:
+            result.append(out)
+    if not result:
+        available = ", ".join(repr(d) for d in ordered_unique(r.description for r in rows))
+        patterns = "; ".join(f"{s.first!r} vs {s.second!r}" for s in specs)
+        raise SpeedupError(f"no row has both columns of any --compare ({patterns}); columns are: {available}")
+    return result
+
+
+def render_label(label: str, rows: Sequence[SpeedupRow], spec_names: Sequence[str]) -> str:
+    unit, scale = select_unit(min(c.median for r in rows for c in r.columns.values()))
+    columns = ordered_unique(d for r in rows for d in r.columns)
+    names = [n for n in spec_names if any(n in r.ratios for r in rows)]
+    body = []
+    for r in rows:
+        times = [format_cell(r.columns[c], scale) if c in r.columns else "" for c in columns]
+        ratios = [_format_ratio(r, n) for n in names]
+        body.append([r.sub_label, *times, *ratios])
+    header = ["", *columns, *names]
+    return f"### {label}\n\n" + markdown_table(header, body) + f"\nTimes are in {unit}; speed-up = time(B) / time(A).\n"
+
+
+def _format_ratio(row: SpeedupRow, name: str) -> str:
+    if name not in row.ratios:
+        return ""
+    mark = f" **{MISMATCH_MARK}**" if name in row.flagged else ""
+    return f"{row.ratios[name]:.2f}x{mark}"
+
+
+def render_tables(runs: Sequence[Run], specs: Sequence[Spec]) -> str:
+    """The speed-up tables alone, one per label."""
+    speedups = compute_speedups(merged_rows(runs), specs)
+    names = [s.name for s in specs]
+    return "\n".join(render_label(label, rows, names) for label, rows in group_by_label(speedups).items())
+
+
+def render(runs: Sequence[Run], specs: Sequence[Spec]) -> str:
+    """The whole report: compares, pickles' metadata, problems and tables."""
+    compares = "\n".join(f"- {s.name}: A = `{s.first}`, B = `{s.second}`" for s in specs)
+    sections = ["# Speed-ups\n", compares + "\n", runs_header(runs), problems_section(runs),
+                render_tables(runs, specs)]
+    return "\n".join(s for s in sections if s)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m perf.speedup", description=__doc__.split("\n")[0])
+    parser.add_argument("output", type=Path, help="markdown file to write (must not exist)")
+    parser.add_argument("pickles", nargs="+", type=Path, help="benchmark pickles")
+    parser.add_argument(
+        "--compare", action="append", metavar="A;B[;NAME]",
+        help=f"columns to compare, repeatable (default: {PR_VS_NIGHTLY!r})",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.output.exists():
+        print(f"error: {args.output} already exists; refusing to overwrite it. "
+              "Pass a new path or delete the file first.", file=sys.stderr)
+        return 2
+    try:
+        specs = [Spec.parse(text) for text in args.compare or [PR_VS_NIGHTLY]]
+        text = render([load_run(p) for p in args.pickles], specs)
+    except (FileNotFoundError, ValueError) as e:  # SpeedupError is a ValueError
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args.output.write_text(text)
+    print(f"Wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

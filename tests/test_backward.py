@@ -1,0 +1,124 @@
+"""Backward decompositions: gathers that match eager's backward ops and autograd."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+from tests.common import (
+    RANKS,
+    TABLE,
+    assert_grad_close,
+    backward_op,
+    gradient_tolerance,
+    memory_format_of,
+    through_decompositions,
+)
+from tests.test_forward import NEAREST_OPINFOS
+
+RATIOS = (2, 3, 1.5, 0.75, 0.5, 1.7, 0.6, 7 / 3)
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+class TestBackwardOpInfo(TestCase):
+    @ops(NEAREST_OPINFOS, allowed_dtypes=FLOAT_DTYPES)
+    def test_opinfo_gradients(self, device, dtype, op):
+        """Gradients through the decompositions vs eager autograd and a float64 reference."""
+        for sample in op.sample_inputs(device, dtype, requires_grad=True):
+            kwargs = sample.kwargs
+            x = sample.input
+            grad_out = torch.randn_like(op(x, *sample.args, **kwargs))
+
+            def grad_of(inp, g):
+                out = op(inp, *sample.args, **kwargs)
+                return torch.autograd.grad(out, inp, g)[0]
+
+            expected = grad_of(x, grad_out)
+            actual = through_decompositions(grad_of, x, grad_out)
+            reference = grad_of(x.detach().double().requires_grad_(), grad_out.double())
+            self.assertEqual(actual.stride(), expected.stride(), msg=str(sample))
+            tol = gradient_tolerance(grad_out, lambda g: grad_of(x.detach().to(g.dtype).requires_grad_(), g))
+            assert_grad_close(self, actual, expected, tol, msg=str(sample))
+            ours = (actual.double() - reference).abs().max().item()
+            eagers = (expected.double() - reference).abs().max().item()
+            self.assertLessEqual(ours, eagers + tol.max().item(), msg=str(sample))
+
+
+def _grid_cases(rank):
+    spatial = {1: [1, 7, 64, 1023], 2: [1, 5, 33, 128], 3: [1, 3, 12]}[rank]
+    for isize, ratio in itertools.product(spatial, RATIOS):
+        osize = max(1, int(isize * ratio))
+        yield isize, osize, None  # sizes given (recompute_scale_factor=True)
+        yield isize, osize, ratio  # scale given (recompute_scale_factor False / None)
+
+
+class TestBackward(TestCase):
+    def _check(self, grad_output, output_size, input_size, scales, exact):
+        op = backward_op(len(output_size), exact)
+        expected = op(grad_output, output_size, input_size, *scales)
+        actual = TABLE[op](grad_output, output_size, input_size, *scales)
+        msg = f"{input_size} -> {output_size} {scales} {grad_output.dtype} {grad_output.stride()}"
+        self.assertEqual(actual.stride(), expected.stride(), msg=msg)
+        tol = gradient_tolerance(
+            grad_output, lambda g: op(g, output_size, input_size, *scales)
+        )
+        assert_grad_close(self, actual, expected, tol, msg=msg)
+
+    def test_grid(self, device):
+        for rank, exact in itertools.product(RANKS, (False, True)):
+            for isize, osize, scale in _grid_cases(rank):
+                dims = [isize] + [min(isize, 9)] * (rank - 1)
+                odims = [osize] + [max(1, int(d * 1.5)) for d in dims[1:]]
+                scales = [scale] + [None] * (rank - 1)
+                for dtype in FLOAT_DTYPES:
+                    g = torch.randn([2, 3] + odims, dtype=dtype, device=device)
+                    self._check(g, odims, [2, 3] + dims, scales, exact)
+
+    def test_large_2d(self, device):
+        for (ih, iw), (oh, ow), exact in itertools.product(
+            [(512, 512), (1024, 1024)], [(1024, 1024), (768, 1536), (1023, 511)], (False, True)
+        ):
+            g = torch.randn(1, 1, oh, ow, device=device)
+            self._check(g, [oh, ow], [1, 1, ih, iw], [None, None], exact)
+        g = torch.randn(1, 1, 1, 1, device=device)
+        self._check(g, [1, 1], [1, 1, 1, 1], [None, None], False)
+
+    def test_layouts(self, device):
+        for rank, exact, channels_last in itertools.product((2, 3), (False, True), (False, True)):
+            isize, osize = [6, 5, 7][:rank], [9, 10, 3][:rank]
+            g = torch.randn([2, 5] + osize, device=device).contiguous(
+                memory_format=memory_format_of(rank, channels_last)
+            )
+            self._check(g, osize, [2, 5] + isize, [None] * rank, exact)
+            strided = torch.randn([2, 5] + [o * 2 for o in osize], device=device)
+            strided = strided[(slice(None), slice(None)) + (slice(None, None, 2),) * rank]
+            self._check(strided, osize, [2, 5] + isize, [None] * rank, exact)
+
+    def test_grad_input_overload(self, device):
+        g = torch.randn(2, 3, 10, 12, device=device)
+        for exact in (False, True):
+            packet = backward_op(2, exact).overloadpacket
+            expected = packet.default(g, [10, 12], [2, 3, 4, 5])
+            out = torch.empty(0, device=device)
+            result = TABLE[packet.grad_input](g, [10, 12], [2, 3, 4, 5], grad_input=out)
+            self.assertIs(result, out)
+            assert_grad_close(self, out, expected, gradient_tolerance(g, lambda t: packet.default(t, [10, 12], [2, 3, 4, 5])))
+
+    def test_half_precision_accumulates_in_float32(self, device):
+        # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.
+        g = torch.full((1, 1, 64), 1 + 2**-8, dtype=torch.bfloat16, device=device)
+        for exact in (False, True):
+            op = backward_op(1, exact)
+            ours = TABLE[op](g, [64], [1, 1, 1])
+            self.assertEqual(ours.item(), torch.tensor(64 * (1 + 2**-8)).to(torch.bfloat16).item())
+            self.assertEqual(ours, op(g, [64], [1, 1, 1]), atol=0, rtol=0)
+
+
+instantiate_device_type_tests(TestBackwardOpInfo, globals(), only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestBackward, globals(), only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,146 @@
+"""End to end: torch.compile (Inductor) with the package installed, forward and backward."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+from tests.common import RANKS, assert_grad_close, assert_same, memory_format_of, mode_name
+
+# An index read from a computed value: Triton `tl.load(in_ptr0 + (... tmpN ...))`, C++
+# `in_ptr0[static_cast<int64_t>(... tmpN ...)]`.
+INDIRECT_LOAD = re.compile(r"in_ptr\d+\s*(\+\s*\(|\[)[^;\n]*\btmp\d+")
+SCATTER = re.compile(r"atomic_add|index_put|scatter|tl\.atomic")
+
+
+def _compile(fn, dynamic):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="inductor", dynamic=dynamic, fullgraph=True)
+
+
+def _input(rank, dtype, channels_last, device, spatial=(10, 9, 8)):
+    shape = (2, 5) + spatial[:rank]
+    x = torch.randn(shape, device=device) * 40
+    x = x.to(dtype) if dtype != torch.uint8 else x.abs().to(dtype)
+    return x.contiguous(memory_format=memory_format_of(rank, channels_last))
+
+
+class TestCompile(TestCase):
+    def test_forward_matrix(self, device):
+        """1d/2d/3d x modes x dtypes x layouts x static/dynamic: bit-equal, eager's strides."""
+        configs = [(torch.float32, False), (torch.float32, True), (torch.uint8, False),
+                   (torch.bfloat16, True), (torch.float64, False), (torch.float16, False)]
+        for rank, exact, dynamic in itertools.product(RANKS, (False, True), (False, True)):
+            for dtype, channels_last in configs:
+                if rank == 1 and channels_last:
+                    continue
+                if (dtype, channels_last) not in configs[:2] and dynamic:
+                    continue  # dtypes share the index path; dynamic is covered by float32
+                for kwargs in ({"scale_factor": 2}, {"scale_factor": 1.5}, {"size": (7, 12, 5)[:rank]}):
+                    def fn(x):
+                        return F.interpolate(x, mode=mode_name(exact), **kwargs)
+
+                    x = _input(rank, dtype, channels_last, device)
+                    compiled = _compile(fn, dynamic)
+                    msg = f"rank {rank} {mode_name(exact)} {dtype} cl={channels_last} dynamic={dynamic} {kwargs}"
+                    assert_same(self, compiled(x), fn(x), msg=msg)
+                    if dynamic:  # a second size through the same graph
+                        y = _input(rank, dtype, channels_last, device, spatial=(6, 13, 4))
+                        assert_same(self, compiled(y), fn(y), msg=msg + " second size")
+
+    def test_x2_has_no_indirect_load(self, device):
+        for rank, exact, dynamic in itertools.product(RANKS, (False, True), (False, True)):
+            def fn(x):
+                return F.interpolate(x, scale_factor=2, mode=mode_name(exact))
+
+            x = _input(rank, torch.float32, False, device)
+            out, (code, *_) = run_and_get_code(_compile(fn, dynamic), x)
+            assert_same(self, out, fn(x))
+            self.assertIsNone(INDIRECT_LOAD.search(code), msg=f"rank {rank} dynamic={dynamic}:\n{code}")
+
+    def test_non_integer_ratio_gathers(self, device):
+        # The check above must be able to fail: a 1.5x upsample does read indirectly.
+        def fn(x):
+            return F.interpolate(x, scale_factor=1.5, mode="nearest")
+
+        x = _input(2, torch.float32, False, device)
+        _, (code, *_) = run_and_get_code(_compile(fn, False), x)
+        self.assertIsNotNone(INDIRECT_LOAD.search(code))
+
+    def _train_step(self, fn, x, dynamic):
+        def step(x):
+            x = x.detach().requires_grad_()
+            out = fn(x)
+            (grad,) = torch.autograd.grad(out, x, torch.ones_like(out) * torch.arange(out.numel(), device=out.device).view(out.shape).sin())
+            return out, grad
+        return step
+
+    def test_backward_matrix(self, device):
+        """Training step through F.interpolate / nn.Upsample: gather backward, eager's values."""
+        cases = [({"scale_factor": 2}, None), ({"scale_factor": 1.5}, None),
+                 ({"scale_factor": 1.5, "recompute_scale_factor": True}, None),
+                 ({"scale_factor": 0.5}, None), ({"size": (7, 13, 5)}, None)]
+        for rank, exact, dynamic in itertools.product(RANKS, (False, True), (False, True)):
+            for kwargs, _ in cases:
+                if "size" in kwargs:
+                    kwargs = {"size": kwargs["size"][:rank]}
+                module = torch.nn.Upsample(mode=mode_name(exact), **kwargs)
+
+                def fn(x):
+                    return module(x) * 3
+
+                x = _input(rank, torch.float32, rank == 2 and exact, device)
+                step = self._train_step(fn, x, dynamic)
+                torch._dynamo.reset()
+                compiled = torch.compile(step, backend="inductor", dynamic=dynamic)
+                (out, grad), codes = run_and_get_code(compiled, x)
+                ref_out, ref_grad = step(x)
+                msg = f"rank {rank} {mode_name(exact)} dynamic={dynamic} {kwargs}"
+                assert_same(self, out, ref_out, msg=msg)
+                self.assertEqual(grad.stride(), ref_grad.stride(), msg=msg)
+                self.assertEqual(grad, ref_grad, rtol=1e-5, atol=1e-5, msg=msg)
+                for code in codes:
+                    self.assertIsNone(SCATTER.search(code), msg=msg)
+
+    def test_deterministic_mode_and_bitwise_repeatable(self, device):
+        def fn(x):
+            return F.interpolate(x, scale_factor=1.5, mode="nearest").square().sum()
+
+        x = _input(2, torch.float32, True, device).requires_grad_()
+        torch._dynamo.reset()
+        with torch._inductor.utils.fresh_inductor_cache():
+            torch.use_deterministic_algorithms(True)
+            try:
+                compiled = torch.compile(fn, backend="inductor")
+                grads = []
+                for _ in range(2):
+                    (g,), codes = run_and_get_code(lambda: torch.autograd.grad(compiled(x), x))
+                    grads.append(g)
+            finally:
+                torch.use_deterministic_algorithms(False)
+        self.assertTrue(torch.equal(grads[0], grads[1]))
+        (expected,) = torch.autograd.grad(fn(x), x)
+        self.assertEqual(grads[0], expected, rtol=1e-5, atol=1e-5)
+
+    def test_integer_factor_backward_is_one_kernel(self, device):
+        def step(g):
+            return torch.ops.aten.upsample_nearest2d_backward(g, [64, 64], [4, 8, 32, 32])
+
+        g = torch.randn(4, 8, 64, 64, device=device)
+        torch._dynamo.reset()
+        out, (code, *_) = run_and_get_code(torch.compile(step, backend="inductor"), g)
+        kernels = re.findall(r"def triton_\w+\(|extern \"C\"[^\n]*void kernel|cpp_fused_\w+ = ", code)
+        self.assertEqual(len(kernels), 1, msg=code)
+        self.assertEqual(out, step(g), rtol=1e-6, atol=1e-5)
+
+
+instantiate_device_type_tests(TestCompile, globals(), only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,198 @@
+"""Forward decompositions: bit-equal to eager, with eager's strides, on every layout and dtype."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.testing._internal.common_device_type import (
+    instantiate_device_type_tests,
+    ops,
+)
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+import decomps
+from tests.common import (
+    RANKS,
+    TABLE,
+    aten,
+    assert_same,
+    forward_op,
+    memory_format_of,
+    through_decompositions,
+)
+
+NEAREST_OPINFOS = [
+    op
+    for op in op_db
+    if (op.name, op.variant_test_name)
+    in {
+        ("nn.functional.interpolate", "nearest"),
+        ("nn.functional.interpolate", "nearest-exact"),
+        ("nn.functional.upsample_nearest", ""),
+    }
+]
+DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8)
+
+
+def _random(shape, dtype, device):
+    if dtype == torch.uint8:
+        return torch.randint(0, 256, shape, dtype=dtype, device=device)
+    return torch.randn(shape, dtype=dtype, device=device)
+
+
+class TestForwardOpInfo(TestCase):
+    @ops(NEAREST_OPINFOS)
+    def test_opinfo_samples(self, device, dtype, op):
+        """test_decomp's checks: bit-equal to eager; error vs a float64 reference no worse."""
+        for sample in op.sample_inputs(device, dtype, requires_grad=False):
+            args, kwargs = (sample.input, *sample.args), sample.kwargs
+
+            def fn(*a):
+                return op(*a, **kwargs)
+
+            expected = fn(*args)
+            actual = through_decompositions(fn, *args)
+            assert_same(self, actual, expected, msg=str(sample))
+            if dtype.is_floating_point:
+                reference = fn(*(a.double() if isinstance(a, torch.Tensor) else a for a in args))
+                ours = (actual.double() - reference).abs().max()
+                eagers = (expected.double() - reference).abs().max()
+                self.assertLessEqual(ours.item(), eagers.item())
+
+
+def _layouts(rank, shape, dtype, device):
+    """(name, tensor) for every layout eager handles differently."""
+    x = _random(shape, dtype, device)
+    yield "contiguous", x
+    if rank > 1:
+        yield "channels_last", x.contiguous(memory_format=memory_format_of(rank, True))
+    big = _random([s * 2 + 1 for s in shape], dtype, device)
+    yield "sliced", big[tuple(slice(1, None, 2) for _ in shape)]
+    yield "transposed", x.transpose(-1, -2).contiguous().transpose(-1, -2) if rank > 1 else x[..., ::1]
+    yield "expanded", x[:1, :1].expand(shape)
+
+
+class TestForward(TestCase):
+    def _check(self, x, output_size, scales, exact):
+        op = forward_op(len(output_size), exact)
+        expected = op(x, output_size, *scales)
+        actual = TABLE[op](x, output_size, *scales)
+        assert_same(self, actual, expected, msg=f"{list(x.shape)} {x.stride()} -> {output_size} {scales}")
+
+    def test_all_ranks_modes_dtypes_layouts(self, device):
+        # Sizes that hit every path: identity, x2 / x4 repeat, x3 repeat, stride, gather.
+        cases = {
+            1: [((2, 3, 16), [32]), ((2, 3, 16), [48]), ((2, 3, 17), [8]), ((1, 1, 7), [11])],
+            2: [((2, 5, 8, 6), [16, 12]), ((2, 3, 9, 8), [3, 16]), ((1, 4, 7, 5), [11, 5]),
+                ((2, 4, 20, 30), [13, 70]), ((3, 1, 6, 6), [24, 24])],
+            3: [((1, 5, 4, 6, 5), [8, 12, 5]), ((2, 2, 6, 4, 5), [3, 9, 10]),
+                ((1, 4, 3, 3, 8), [6, 6, 4])],
+        }
+        for rank in RANKS:
+            for (shape, osize), dtype, exact in itertools.product(cases[rank], DTYPES, (False, True)):
+                for _, x in _layouts(rank, shape, dtype, device):
+                    self._check(x, osize, [None] * rank, exact)
+
+    def test_explicit_scales(self, device):
+        # recompute_scale_factor=False: the op gets the scale; CPU special-cases 1x/2x by size.
+        for rank, exact, scale in itertools.product(RANKS, (False, True), (0.6, 1.7, 1 / 3, 2.0000001, 25.0, 2.0, 0.5)):
+            shape = (2, 4) + (7,) * rank
+            osize = [int(7 * scale)] * rank
+            for channels_last in (False, True) if rank > 1 else (False,):
+                x = _random(shape, torch.float32, device).contiguous(
+                    memory_format=memory_format_of(rank, channels_last)
+                )
+                self._check(x, osize, [scale] * rank, exact)
+
+    def test_vec_overloads_reach_default(self, device):
+        x = _random((2, 3, 5, 7), torch.float32, device)
+        for exact in (False, True):
+            vec = (aten._upsample_nearest_exact2d if exact else aten.upsample_nearest2d).vec
+            for size, factors in (([10, 14], None), (None, [1.5, 2.0]), (None, [0.5, 3.0])):
+                expected = vec(x, size, factors)
+                assert_same(self, TABLE[vec](x, size, factors), expected)
+
+    def test_out_overloads(self, device):
+        x = _random((2, 3, 5, 7), torch.float32, device)
+        for exact in (False, True):
+            packet = aten._upsample_nearest_exact2d if exact else aten.upsample_nearest2d
+            expected = packet.default(x, [9, 14])
+            out = torch.empty(0, device=device)
+            result = TABLE[packet.out](x, [9, 14], out=out)
+            self.assertIs(result, out)
+            assert_same(self, out, expected)
+
+    def test_size_one_batch_and_channel(self, device):
+        for rank in RANKS:
+            for shape in ((1, 1) + (5,) * rank, (1, 7) + (4,) * rank, (3, 1) + (6,) * rank):
+                for channels_last in (False, True) if rank > 1 else (False,):
+                    x = _random(shape, torch.float32, device).contiguous(
+                        memory_format=memory_format_of(rank, channels_last)
+                    )
+                    for exact in (False, True):
+                        self._check(x, [s * 2 for s in shape[2:]], [None] * rank, exact)
+                        self._check(x, [s + 3 for s in shape[2:]], [None] * rank, exact)
+
+
+class TestForwardGraphs(TestCase):
+    """The decomposition's graph for three typical cases (static shapes, CPU)."""
+
+    def _graph(self, fn, x):
+        return make_fx(fn, decomposition_table=TABLE)(x).code.strip()
+
+    def test_graph_2x_is_expand_reshape(self):
+        x = torch.randn(1, 2, 3, 4)
+        code = self._graph(lambda x: aten.upsample_nearest2d(x, [6, 8]), x)
+        self.assertExpectedInline(code, """\
+def forward(self, x_1):
+    view = torch.ops.aten.view.default(x_1, [1, 2, 3, 1, 4, 1]);  x_1 = None
+    expand = torch.ops.aten.expand.default(view, [1, 2, 3, 2, 4, 2]);  view = None
+    clone = torch.ops.aten.clone.default(expand, memory_format = torch.contiguous_format);  expand = None
+    _unsafe_view = torch.ops.aten._unsafe_view.default(clone, [1, 2, 6, 8]);  clone = None
+    clone_1 = torch.ops.aten.clone.default(_unsafe_view, memory_format = torch.contiguous_format);  _unsafe_view = None
+    return clone_1""")
+
+    def test_graph_non_integer_ratio_gathers(self):
+        x = torch.randn(1, 2, 3, 4)
+        code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 6]), x)
+        self.assertExpectedInline(code, """\
+def forward(self, x_1):
+    arange = torch.ops.aten.arange.default(5, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
+    _to_copy = torch.ops.aten._to_copy.default(arange, dtype = torch.float64);  arange = None
+    mul = torch.ops.aten.mul.Tensor(_to_copy, 0.6000000238418579);  _to_copy = None
+    _to_copy_1 = torch.ops.aten._to_copy.default(mul, dtype = torch.float32);  mul = None
+    floor = torch.ops.aten.floor.default(_to_copy_1);  _to_copy_1 = None
+    _to_copy_2 = torch.ops.aten._to_copy.default(floor, dtype = torch.int64);  floor = None
+    clamp_max = torch.ops.aten.clamp_max.default(_to_copy_2, 2);  _to_copy_2 = None
+    view = torch.ops.aten.view.default(clamp_max, [-1, 1]);  clamp_max = None
+    arange_1 = torch.ops.aten.arange.default(6, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
+    _to_copy_3 = torch.ops.aten._to_copy.default(arange_1, dtype = torch.float64);  arange_1 = None
+    mul_1 = torch.ops.aten.mul.Tensor(_to_copy_3, 0.6666666865348816);  _to_copy_3 = None
+    _to_copy_4 = torch.ops.aten._to_copy.default(mul_1, dtype = torch.float32);  mul_1 = None
+    floor_1 = torch.ops.aten.floor.default(_to_copy_4);  _to_copy_4 = None
+    _to_copy_5 = torch.ops.aten._to_copy.default(floor_1, dtype = torch.int64);  floor_1 = None
+    clamp_max_1 = torch.ops.aten.clamp_max.default(_to_copy_5, 3);  _to_copy_5 = None
+    view_1 = torch.ops.aten.view.default(clamp_max_1, [-1]);  clamp_max_1 = None
+    _unsafe_index = torch.ops.aten._unsafe_index.Tensor(x_1, [None, None, view, view_1]);  x_1 = view = view_1 = None
+    clone = torch.ops.aten.clone.default(_unsafe_index, memory_format = torch.contiguous_format);  _unsafe_index = None
+    return clone""")
+
+    def test_graph_downsample_is_strided_slice(self):
+        x = torch.randn(1, 2, 8, 6)
+        code = self._graph(lambda x: aten._upsample_nearest_exact2d(x, [4, 3]), x)
+        self.assertExpectedInline(code, """\
+def forward(self, x_1):
+    slice_1 = torch.ops.aten.slice.Tensor(x_1, 2, 1, 8, 2);  x_1 = None
+    slice_2 = torch.ops.aten.slice.Tensor(slice_1, 3, 1, 6, 2);  slice_1 = None
+    clone = torch.ops.aten.clone.default(slice_2, memory_format = torch.contiguous_format);  slice_2 = None
+    return clone""")
+
+
+instantiate_device_type_tests(TestForwardOpInfo, globals(), only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestForward, globals(), only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()
