@@ -8,17 +8,20 @@ Three things change while installed (docs/design.md has the why):
    derivative is an ``index_put(accumulate=True)`` scatter. On ``.default`` they are removed, so
    the op keeps its C++ autograd formula and its derivative is the matching ``*_backward`` op;
    on ``.vec`` they are replaced by a kernel that only calls ``.default`` (ATen's C++ one would
-   too, but rejects symbolic sizes).
+   too, but rejects symbolic sizes). Fake tensors now reach ``.default``'s Meta kernel, whose
+   Python version in torch fails on an empty batch, so ``.default`` gets a Meta kernel too.
 2. Inductor (``lowerings.install``): our decompositions go into Inductor's decomposition table,
    which AOTAutograd applies *below* autograd, and Inductor's own upsample lowerings step aside.
 3. Caches. The AOTAutograd cache key does not see decomposition tables, so a tag naming this
-   package's source goes into ``torch.compiler.config.cache_key_tag``; Dynamo's in-memory code
-   cache is reset on every change so no graph compiled in one state is served in the other.
+   package's source goes into ``torch.compiler.config.cache_key_tag``, in the layers every thread
+   reads (torch 2.13 keeps assigned config values per thread); Dynamo's in-memory code cache is
+   reset on every change so no graph compiled in one state is served in the other.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import pathlib
@@ -44,6 +47,13 @@ _VEC_KERNELS = {
     for packet in ops.FORWARD.values()
 }
 
+# One Meta kernel per .default overload, for the same reason.
+_META_KERNELS = {
+    packet.default: functools.partial(forward.meta_default, rank)
+    for (rank, _), packet in ops.FORWARD.items()
+}
+_ABSENT = object()
+
 _lock = threading.RLock()
 _undo: list | None = None  # while installed: callables that restore stock state, in order
 _warned = False
@@ -62,7 +72,8 @@ def _source_fingerprint() -> str:
 def _missing_hooks() -> list[str]:
     """Internal torch hooks installation needs; empty on a supported torch."""
     missing = lowerings.missing_hooks()
-    if not hasattr(torch.compiler.config, "cache_key_tag"):
+    entry = getattr(torch.compiler.config, "_config", {}).get("cache_key_tag")
+    if not isinstance(getattr(entry, "default", None), str):
         missing.append("torch.compiler.config.cache_key_tag")
     for op in ops.FORWARD_ENTRY_OVERLOADS:
         if not isinstance(getattr(op, "py_kernels", None), dict):
@@ -92,13 +103,65 @@ def _reroute_above_autograd_kernels() -> None:
             _undo.append(restore)
 
 
+def _replace_meta_kernels() -> None:
+    """``.default``: a Meta kernel that accepts an empty batch (``forward.meta_default``).
+
+    Fake tensors reach the Meta kernel of ``.default`` only because the Python kernels above are
+    gone; torch's own (``torch/_meta_registrations.py``) raises TypeError for ``N == 0``.
+    """
+    for op, kernel in _META_KERNELS.items():
+        saved = op.py_kernels.get(DispatchKey.Meta, _ABSENT)
+        op.py_kernels[DispatchKey.Meta] = kernel
+        op._dispatch_cache.clear()
+
+        def restore(op: OpOverload = op, saved=saved) -> None:
+            if saved is _ABSENT:
+                op.py_kernels.pop(DispatchKey.Meta, None)
+            else:
+                op.py_kernels[DispatchKey.Meta] = saved
+            op._dispatch_cache.clear()
+
+        _undo.append(restore)
+
+
+# Where a torch.compiler.config entry keeps its value, highest precedence first.
+_CONFIG_LAYERS = ("env_value_force", "user_override", "env_value_default", "default")
+
+
+def _cache_key_tag_entry():
+    return torch.compiler.config._config["cache_key_tag"]
+
+
+def _process_wide_layers(entry) -> list[str]:
+    """The layers of the ``cache_key_tag`` entry that every thread reads.
+
+    ``config.cache_key_tag = ...`` writes ``user_override``: a plain attribute in torch 2.11, a
+    ContextVar in 2.13, where it would tag only the calling thread's compile-cache keys. The
+    default (or TORCH_COMPILE_CACHE_KEY_TAG's value) is shared by all threads.
+    """
+    return [
+        layer
+        for layer in _CONFIG_LAYERS
+        if not isinstance(getattr(entry, layer, None), contextvars.ContextVar)
+    ]
+
+
 def _tag_cache_keys() -> None:
-    config = torch.compiler.config
-    stock_tag = config.cache_key_tag
-    config.cache_key_tag = f"{stock_tag}+decomps-{_source_fingerprint()}"
+    """Appends this package's fingerprint to ``cache_key_tag`` for every thread.
+
+    Tags each process-wide layer that holds a value (a string), so whichever one a thread reads
+    carries it. A 2.13 thread that sets its own tag reads that instead (docs/robustness.md).
+    """
+    entry = _cache_key_tag_entry()
+    suffix = f"+decomps-{_source_fingerprint()}"
+    saved = {layer: getattr(entry, layer) for layer in _process_wide_layers(entry)}
+    saved = {layer: value for layer, value in saved.items() if isinstance(value, str)}
+    for layer, value in saved.items():
+        setattr(entry, layer, value + suffix)
 
     def restore() -> None:
-        config.cache_key_tag = stock_tag
+        for layer, value in saved.items():
+            setattr(entry, layer, value)
 
     _undo.append(restore)
 
@@ -125,6 +188,7 @@ def install() -> bool:
             return False
         _undo = []
         _reroute_above_autograd_kernels()
+        _replace_meta_kernels()
         _undo.append(lowerings.install(DECOMPOSITIONS))
         _tag_cache_keys()
         torch._dynamo.reset()

@@ -91,7 +91,7 @@ def upsample_nearest_backward(
     scales: Sequence[float | None],
     exact: bool,
 ) -> Tensor:
-    n = len(output_size)
+    n = len(scales)  # the op's spatial rank: one scales_* argument per dim
     checks.check_backward(grad_output, output_size, input_size, n, exact)
     memory_format = backward_memory_format(grad_output)
     dtype = grad_output.dtype

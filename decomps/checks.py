@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -39,17 +41,20 @@ def check_dtype(dtype: torch.dtype, op_name: str) -> None:
         raise NotImplementedError(f'"{op_name}" not implemented for \'{dtype}\'')
 
 
-def check_forward(input: Tensor, output_size, n: int, exact: bool) -> None:
+def check_forward(input: Tensor, output_size, n: int) -> None:
+    """The structured meta kernel's checks, in its order; ``n`` is the op's spatial rank."""
+    check_common(input.shape, output_size, n)
+    # Allows an empty batch, not an empty channel (or spatial) dim. Bools, not ints: torch's own
+    # meta kernels pass an int here, which torch._check rejects for N == 0.
     torch._check(
-        input.dim() == n + 2 and (input.numel() != 0 or all(s != 0 for s in input.shape[1:])),
+        input.numel() != 0 or all(s != 0 for s in input.shape[1:]),
         lambda: f"Non-empty {n + 2}D data tensor expected but got a tensor with sizes {list(input.shape)}",
     )
-    check_common(input.shape, output_size, n)
-    check_dtype(input.dtype, f"upsample_nearest{'_exact' if exact else ''}{n}d")
 
 
 def check_vec_arguments(output_size, scale_factors, n: int) -> None:
-    """``compute_output_size``: exactly one of output_size and scale_factors, of rank n."""
+    """``compute_output_size``: exactly one of output_size and scale_factors, ``n`` (the input's
+    rank less two, as in ATen) of them."""
     torch._check(
         (output_size is None) != (scale_factors is None),
         lambda: "Must specify exactly one of output_size and scale_factors",
@@ -59,6 +64,25 @@ def check_vec_arguments(output_size, scale_factors, n: int) -> None:
         len(given) == n,
         lambda: f"Expected {'output_size' if output_size is not None else 'scale_factors'} "
         f"to have {n} elements, but got {len(given)}",
+    )
+
+
+def check_output_size_from_factor(isize, factor: float) -> None:
+    """``c10::checked_convert<int64_t>(isize * factor)`` in ``compute_output_size``: NaN, infinite
+    and out-of-range sizes are eager's RuntimeError (Python's ``int`` raises ValueError /
+    OverflowError). A symbolic size with a finite factor is not checked: that would be a guard."""
+    torch._check(
+        math.isfinite(factor)
+        and (not isinstance(isize, int) or -(2.0**63) <= isize * factor < 2.0**63),
+        lambda: "value cannot be converted to type int64_t without overflow",
+    )
+
+
+def check_scale_count(scales, n: int) -> None:
+    """``get_scale_value(scale_factors, i)`` for each of the op's ``n`` dims indexes the list."""
+    torch._check(
+        len(scales) >= n,
+        lambda: f"ArrayRef: invalid index Index = {len(scales)}; Length = {len(scales)}",
     )
 
 

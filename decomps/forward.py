@@ -32,12 +32,6 @@ def output_memory_format(input: Tensor) -> torch.memory_format:
     return suggest_memory_format(input)
 
 
-def _dim_pattern(isize, osize, scale, rule) -> Pattern | None:
-    if source_index.is_static(isize, osize):
-        return source_index.static_pattern(isize, osize, scale, rule)
-    return source_index.symbolic_pattern(isize, osize, scale, rule)
-
-
 def _slice_strided(x: Tensor, dim: int, osize, p: Pattern) -> Tensor:
     return aten.slice(x, dim, p.offset, p.offset + (osize - 1) * p.factor + 1, p.factor)
 
@@ -60,12 +54,13 @@ def upsample_nearest(
     scales: Sequence[float | None],
     exact: bool,
 ) -> Tensor:
-    n = len(output_size)
-    checks.check_forward(input, output_size, n, exact)
-    rule = source_index.forward_rule(input, output_size, exact)
+    n = len(scales)  # the op's spatial rank: one scales_* argument per dim
+    checks.check_forward(input, output_size, n)
+    checks.check_dtype(input.dtype, f"upsample_nearest{'_exact' if exact else ''}{n}d")
+    rule = source_index.forward_rule(input, output_size, exact, scales)
     isizes = input.shape[2:]
     patterns = [
-        _dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
+        source_index.forward_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
     ]
     memory_format = output_memory_format(input)
 
@@ -97,6 +92,19 @@ def upsample_nearest(
     x = aten._unsafe_index(x, indices)
     # clone, not contiguous: size-1 dims would keep non-canonical strides.
     return x.clone(memory_format=memory_format)
+
+
+def meta_default(n: int, input: Tensor, output_size: Sequence, *scales, **named_scales) -> Tensor:
+    """Meta kernel of the rank-``n`` forward ``.default`` overloads while installed (the scales do
+    not change the output's shape).
+
+    torch's Python meta kernels pass ``input.numel() != 0 or <product of sizes>`` (an int) to
+    ``torch._check``, a TypeError for an empty batch; stock never reaches them (its Python
+    kernels decompose above autograd), the package does. Same checks with bools, eager's layout.
+    """
+    checks.check_forward(input, output_size, n)
+    output = input.new_empty([*input.shape[:2], *output_size])
+    return output.contiguous(memory_format=output_memory_format(input))
 
 
 def _registered(exact: bool, rank: int):
@@ -164,16 +172,22 @@ def upsample_nearest_exact3d(
     return upsample_nearest(input, output_size, [scales_d, scales_h, scales_w], exact=True)
 
 
-def output_size_from_scales(input: Tensor, output_size, scale_factors):
-    """``compute_output_size`` of UpSample.cpp, for the ``.vec`` overloads."""
-    n = input.dim() - 2
-    checks.check_vec_arguments(output_size, scale_factors, n)
+def output_size_from_scales(input: Tensor, output_size, scale_factors, n: int):
+    """``compute_output_size`` of UpSample.cpp and ``get_scale_value`` of the op's ``n`` dims,
+    for the ``.vec`` overloads: the output size and the ``scales_*`` of ``.default``."""
+    checks.check_vec_arguments(output_size, scale_factors, input.dim() - 2)
     if output_size is not None:
         return list(output_size), [None] * n
+    for isize, s in zip(input.shape[2:], scale_factors):
+        checks.check_output_size_from_factor(isize, s)
     sizes = [
         torch.sym_int(torch.sym_float(isize) * s) for isize, s in zip(input.shape[2:], scale_factors)
     ]
-    return sizes, list(scale_factors)
+    checks.check_scale_count(scale_factors, n)
+    return sizes, list(scale_factors)[:n]
+
+
+_RANK = {packet.default: rank for (rank, _), packet in FORWARD.items()}
 
 
 def vec_to_default(default, input: Tensor, output_size, scale_factors) -> Tensor:
@@ -182,21 +196,25 @@ def vec_to_default(default, input: Tensor, output_size, scale_factors) -> Tensor
     ATen's C++ CompositeImplicitAutograd kernel does the same but takes concrete sizes only;
     installation registers this in its place (with ``default`` bound) for tracing.
     """
-    osize, scales = output_size_from_scales(input, output_size, scale_factors)
+    osize, scales = output_size_from_scales(input, output_size, scale_factors, _RANK[default])
     return default(input, osize, *scales)
 
 
-@register(*(FORWARD[(rank, False)].vec for rank in (1, 2, 3)))
-def upsample_nearest_vec(
-    input: Tensor, output_size: Sequence | None, scale_factors: Sequence[float] | None
-) -> Tensor:
-    osize, scales = output_size_from_scales(input, output_size, scale_factors)
-    return upsample_nearest(input, osize, scales, exact=False)
+def _vec_decomposition(rank: int, exact: bool):
+    def upsample_nearest_vec(
+        input: Tensor, output_size: Sequence | None, scale_factors: Sequence[float] | None
+    ) -> Tensor:
+        osize, scales = output_size_from_scales(input, output_size, scale_factors, rank)
+        return upsample_nearest(input, osize, scales, exact)
+
+    upsample_nearest_vec.__name__ = f"upsample_nearest{'_exact' if exact else ''}{rank}d_vec"
+    return upsample_nearest_vec
 
 
-@register(*(FORWARD[(rank, True)].vec for rank in (1, 2, 3)))
-def upsample_nearest_exact_vec(
-    input: Tensor, output_size: Sequence | None, scale_factors: Sequence[float] | None
-) -> Tensor:
-    osize, scales = output_size_from_scales(input, output_size, scale_factors)
-    return upsample_nearest(input, osize, scales, exact=True)
+def _register_vec_decompositions() -> None:
+    # One per op: the rank comes from the op, not from the input (eager checks it against both).
+    for (rank, exact), packet in FORWARD.items():
+        register(packet.vec)(_vec_decomposition(rank, exact))
+
+
+_register_vec_decompositions()

@@ -3,11 +3,14 @@
 Eager ATen does not have one rule. Each kernel rounds the source index its own way, and which
 kernel runs depends on the device, the rank, the dtype, the memory layout and the sizes. This
 module names each kernel's arithmetic (``Rule``), picks the rule eager would use
-(``forward_rule``, ``backward_rule``), and evaluates it as aten ops, so that a decomposition's
+(``forward_rule``, ``window_rule``), and evaluates it as aten ops, so that a decomposition's
 index equals eager's on every input. docs/semantics.md states the rules and where they come from.
 
 Everything here works on one spatial dim. Sizes may be ints or SymInts; ``scale`` is the op's
-optional ``scales_*`` argument (a Python float; eager ignores values <= 0).
+optional ``scales_*`` argument (a Python float; eager ignores values <= 0). Where eager's choice
+between maps depends on symbolic sizes (CPU kernel, the header's special cases), the index is
+selected at run time (``KernelChoice``, ``torch.where``), not under a guard: a guard would narrow
+a ``torch.export`` program and AOTInductor drops it.
 
 Float arithmetic is written so that it is exact in IEEE float64 and rounded to float32 exactly
 where eager rounds: an int below 2**24 times a float32 scale is exact in float64, so
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import struct
 
 import torch
@@ -69,29 +73,97 @@ def _cpu_uses_fma() -> bool:
     return torch.backends.cpu.get_cpu_capability() != "DEFAULT"
 
 
-def _cpu_channels_last_kernel(input: Tensor, output_size) -> bool:
-    """ATen's UpSampleKernel.cpp choice between its channels-last kernel and the generic one."""
-    if input.dim() == 4:
-        return bool(input.size(1) > 3 and input.is_contiguous(memory_format=torch.channels_last)) or bool(
-            output_size[0] + output_size[1] <= 128
-        )
-    if input.dim() == 5:
-        return bool(input.size(1) > 3 and input.is_contiguous(memory_format=torch.channels_last_3d))
-    return False
+def _size_test(compare, size, bound) -> bool | Tensor:
+    """``compare(size, bound)`` for a size: a Python bool for an int; for a SymInt a 0-d bool
+    tensor evaluated at run time. A Python bool of a SymInt condition installs a guard, which
+    ``torch.export`` turns into an assertion over the declared range and AOTInductor drops.
+    """
+    if is_static(size):
+        return compare(size, bound)
+    return compare(torch.scalar_tensor(size, dtype=torch.int64), bound)
 
 
-def forward_rule(input: Tensor, output_size, exact: bool) -> Rule:
-    """The rule of the eager forward kernel that ``input`` (on its device) would run."""
+def _either(a: bool | Tensor, b: bool | Tensor) -> bool | Tensor:
+    if isinstance(a, bool):
+        return True if a else b
+    if isinstance(b, bool):
+        return True if b else a
+    return a | b
+
+
+def _cpu_channels_last_kernel(input: Tensor, output_size) -> bool | Tensor:
+    """ATen's UpSampleKernel.cpp choice between its channels-last kernel and the generic one.
+
+    A Python bool for static sizes, a 0-d bool tensor (see ``_size_test``) for symbolic ones. The
+    memory format stays a Python bool: strides are guarded anyway.
+    """
+    if input.dim() not in (4, 5):
+        return False
+    wide = _size_test(operator.gt, input.size(1), 3)
+    memory_format = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
+    if wide is not False and not bool(input.is_contiguous(memory_format=memory_format)):
+        wide = False
+    if input.dim() == 5 or wide is True:
+        return wide
+    return _either(wide, _size_test(operator.le, output_size[0] + output_size[1], 128))
+
+
+def _cpu_kernel_maps_agree(generic: Rule, scale: float | None) -> bool:
+    """Whether eager's two CPU forward kernels read the same inputs along a dim.
+
+    They do for nearest without an explicit scale on a non-float64 input: both compute
+    ``floor(o * fl32(fl32(I) / fl32(O)))``, and the header's special cases agree with it (a scale
+    of exactly 1 for ``O == I``, 0.5 for ``O == 2I``). Checked against eager in
+    tests/test_source_index.py. nearest-exact, float64 and explicit scales can differ.
+    """
+    return not generic.exact and not generic.double and not _is_explicit(scale)
+
+
+def _is_explicit(scale: float | None) -> bool:
+    """Eager uses a ``scales_*`` argument only if it is > 0 (NaN and <= 0 mean "from the sizes")."""
+    return scale is not None and scale > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelChoice:
+    """Eager's CPU forward kernel, when it depends on symbolic sizes and the two maps can differ.
+
+    ``use_channels_last`` is a 0-d bool tensor computed from the sizes at run time: the index is
+    computed with both rules and selected with ``torch.where``, so the graph is exact for every
+    size without a guard.
+    """
+
+    use_channels_last: Tensor
+    channels_last: Rule
+    generic: Rule
+
+    def along(self, scale: float | None) -> Rule | KernelChoice:
+        """The rule of one dim: the generic one wherever both kernels' maps agree."""
+        return self.generic if _cpu_kernel_maps_agree(self.generic, scale) else self
+
+
+def forward_rule(input: Tensor, output_size, exact: bool, scales) -> Rule | KernelChoice:
+    """The rule of the eager forward kernel that ``input`` (on its device) would run.
+
+    On CPU a ``KernelChoice`` where the kernel depends on symbolic sizes and its maps can differ.
+    """
     if input.device.type != "cpu":
         # CUDA (and other devices, which share CUDA's formulas): float32, per-dim identity in 2d.
         return Rule(exact=exact, identity_if_equal=input.dim() == 4)
-    if _cpu_channels_last_kernel(input, output_size):
-        # Uses the header helpers for every dtype: float32 scale; nearest has the special cases.
-        return Rule(exact=exact, header_special=not exact)
     double = input.dtype == F64
     if exact:
-        return Rule(exact=True, double=double, centre_shift=True, fma=_cpu_uses_fma())
-    return Rule(exact=False, double=double)
+        generic = Rule(exact=True, double=double, centre_shift=True, fma=_cpu_uses_fma())
+    else:
+        generic = Rule(exact=False, double=double)
+    if all(_cpu_kernel_maps_agree(generic, s) for s in scales):
+        return generic  # whichever kernel eager runs: nothing to decide, nothing to guard
+    # The channels-last kernel uses the header helpers for every dtype: float32 scale; nearest
+    # has the special cases.
+    channels_last = Rule(exact=exact, header_special=not exact)
+    use_channels_last = _cpu_channels_last_kernel(input, output_size)
+    if isinstance(use_channels_last, bool):
+        return channels_last if use_channels_last else generic
+    return KernelChoice(use_channels_last, channels_last, generic)
 
 
 def cpu_backward_rule(exact: bool) -> Rule:
@@ -107,7 +179,7 @@ def forward_scale(isize, osize, scale: float | None, double: bool):
     """``compute_scales_value``: ``1 / scale`` if given and > 0, else ``isize / osize``.
 
     Static sizes give a Python float (float32-rounded unless ``double``); symbolic sizes give a
-    0-d float64 tensor holding the same value.
+    0-d tensor holding the same value, float32 (float64 if ``double``).
     """
     if scale is not None and scale > 0:
         return 1.0 / scale if double else round_to_float32(1.0 / scale)
@@ -117,7 +189,7 @@ def forward_scale(isize, osize, scale: float | None, double: bool):
         return round_to_float32(round_to_float32(isize) / round_to_float32(osize))
     ratio = _as_f64(isize) / _as_f64(osize)
     # float64 quotient of two ints below 2**24, rounded once more, is float32 division.
-    return ratio if double else ratio.to(F32).to(F64)
+    return ratio if double else ratio.to(F32)
 
 
 def cuda_backward_scale(isize, osize, scale: float | None):
@@ -126,11 +198,23 @@ def cuda_backward_scale(isize, osize, scale: float | None):
         return round_to_float32(scale)
     if is_static(isize, osize):
         return round_to_float32(round_to_float32(osize) / round_to_float32(isize))
-    return (_as_f64(osize).to(F32).to(F64) / _as_f64(isize).to(F32).to(F64)).to(F32).to(F64)
+    return (_as_f64(osize) / _as_f64(isize)).to(F32)
 
 
 def _as_f64(size) -> Tensor:
     return torch.scalar_tensor(size, dtype=F64)
+
+
+def _widen(scale):
+    """A scale (Python float or 0-d tensor) as float64, for exact float64 products.
+
+    A float32 tensor goes through ``abs`` (a no-op: scales are positive) before the upcast:
+    Inductor's joint-graph pass ``pointless_convert`` (torch 2.11) folds the chain
+    ``float64 -> float32 -> float64`` into nothing and so drops the float32 rounding of the scale.
+    """
+    if isinstance(scale, Tensor) and scale.dtype == F32:
+        return scale.abs().to(F64)
+    return scale
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,35 +227,58 @@ def _floor_f32(value: Tensor) -> Tensor:
 
 
 def _raw_source_index(o: Tensor, scale, rule: Rule) -> Tensor:
-    """``src(o)`` before the clamp to ``isize - 1``; ``o`` is int64 (any shape)."""
-    of = o.to(F64)
+    """``src(o)`` before the clamp to ``isize - 1``; ``o`` is int64 (any shape).
+
+    Each float32 rounding of eager is one float32 op or one float64 -> float32 convert here,
+    never a float64 -> float32 -> float64 chain (graph passes may fold those, see ``_widen``).
+    """
     if rule.centre_shift:
         # area_pixel_compute_source_index(scale, o, align_corners=False) then floorf(r + 0.5).
-        centre = (of + 0.5) * scale
+        centre = (o.to(F64) + 0.5) * _widen(scale)  # exact in float64
         if rule.double:
             shifted = centre - 0.5  # float64 throughout (FMA would differ in the last bit only)
-        elif rule.fma:
-            shifted = (centre - 0.5).to(F32).to(F64)  # fmaf: exact value, one rounding
+            return _floor_f32(shifted.clamp_min(0.0) + 0.5)
+        if rule.fma:
+            shifted = (centre - 0.5).to(F32)  # fmaf: exact value, one rounding
         else:
-            shifted = centre.to(F32).to(F64) - 0.5
-            shifted = shifted.to(F32).to(F64)
-        return _floor_f32(shifted.clamp_min(0.0) + 0.5)
+            shifted = centre.to(F32) - 0.5  # two float32 roundings
+        return (shifted.clamp_min(0.0) + 0.5).floor().to(torch.int64)
     if rule.exact:
-        return _floor_f32((of + 0.5) * scale)
-    return _floor_f32(of * scale)
+        # ``(o + 0.5) * scale`` is a double product in eager, exact, then rounded to float.
+        return _floor_f32((o.to(F64) + 0.5) * _widen(scale))
+    if rule.double:
+        return _floor_f32(o.to(F64) * scale)
+    # ``int64 * float`` in eager: o converted to float, one float32 product.
+    return (o.to(F32) * scale).floor().to(torch.int64)
 
 
-def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule) -> Tensor:
+def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | KernelChoice) -> Tensor:
     """Eager's input index for output indices ``o`` (int64 tensor) along one dim."""
-    if rule.identity_if_equal and _static_or_guarded(isize == osize):
-        return o
+    if isinstance(rule, KernelChoice):
+        rule = rule.along(scale)
+    if isinstance(rule, KernelChoice):
+        return torch.where(
+            rule.use_channels_last,
+            source_index(o, isize, osize, scale, rule.channels_last),
+            source_index(o, isize, osize, scale, rule.generic),
+        )
+    # Eager's special cases, checked in this order before its formula: (osize that selects it, map)
+    special = []
+    if rule.identity_if_equal or rule.header_special:
+        special.append((isize, o))
     if rule.header_special:
-        if _static_or_guarded(osize == isize):
-            return o
-        if _static_or_guarded(osize == 2 * isize):
-            return o // 2
+        special.append((2 * isize, o // 2))
+    if is_static(isize, osize):
+        for size, src in special:
+            if osize == size:
+                return src
+        special = []
     s = forward_scale(isize, osize, scale, rule.double)
-    return _raw_source_index(o, s, rule).clamp_max(isize - 1)
+    src = _raw_source_index(o, s, rule).clamp_max(isize - 1)
+    # Symbolic sizes: selected at run time, not under a guard (see _size_test).
+    for size, special_src in reversed(special):
+        src = torch.where(_size_test(operator.eq, osize - size, 0), special_src, src)
+    return src
 
 
 def _static_or_guarded(condition) -> bool:
@@ -201,7 +308,7 @@ def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
         if _static_or_guarded(osize == 2 * isize):
             return 2 * i
     s = forward_scale(isize, osize, scale, rule.double)
-    estimate = i.to(F64) / s
+    estimate = i.to(F64) / _widen(s)
     if rule.exact:
         estimate = estimate - 0.5
     base = (estimate.ceil().to(torch.int64) - 2).clamp(0, osize)
@@ -220,10 +327,11 @@ def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
     ``min(ceilf(i * s), osize)``, and for exact ``ceilf(fmaf(i, s, -0.5))`` (nvcc contracts it).
     """
     s = cuda_backward_scale(isize, osize, scale)
-    product = i.to(F64) * s  # exact
     if exact:
-        product = product - 0.5  # still exact: fmaf rounds once, below
-    return product.to(F32).ceil().to(torch.int64).clamp(0, osize)
+        value = (i.to(F64) * _widen(s) - 0.5).to(F32)  # fmaf: exact value, one rounding
+    else:
+        value = i.to(F32) * s  # ``int * float``: one float32 product
+    return value.ceil().to(torch.int64).clamp(0, osize)
 
 
 def window_bound(isize, osize, scale, rule_or_cuda) -> int:
@@ -339,6 +447,20 @@ def symbolic_pattern(isize, osize, scale, rule: Rule) -> Pattern | None:
             if s == 1.0 / k or (rule.header_special and k == 2):
                 return Pattern("repeat", k)
     return None
+
+
+def forward_pattern(isize, osize, scale, rule: Rule | KernelChoice) -> Pattern | None:
+    """The index-free pattern of eager's forward map along one dim, if any: proved on the host
+    for static sizes, under guards for symbolic ones."""
+    if isinstance(rule, KernelChoice):
+        rule = rule.along(scale)
+    if isinstance(rule, KernelChoice):
+        # Either kernel may run: a pattern only where both maps follow it.
+        pattern = forward_pattern(isize, osize, scale, rule.channels_last)
+        return pattern if pattern == forward_pattern(isize, osize, scale, rule.generic) else None
+    if is_static(isize, osize):
+        return static_pattern(isize, osize, scale, rule)
+    return symbolic_pattern(isize, osize, scale, rule)
 
 
 def window_rule(device: torch.device, exact: bool) -> Rule | str:

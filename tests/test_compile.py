@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import re
 
 import torch
@@ -56,6 +57,31 @@ class TestCompile(TestCase):
                     if dynamic:  # a second size through the same graph
                         y = _input(rank, dtype, channels_last, device, spatial=(6, 13, 4))
                         assert_same(self, compiled(y), fn(y), msg=msg + " second size")
+
+    def test_dynamic_graph_keeps_eager_rounding_across_sizes(self, device):
+        """One dynamic graph per mode, many (isize, osize) pairs: forward and backward as eager.
+
+        The pairs include ones where torch 2.11's ``pointless_convert`` pass, which folds a
+        float64 -> float32 -> float64 chain, once moved a row (1234 -> 2345 nearest-exact on
+        CUDA; 2280 -> 2204 and 1032 -> 2670 nearest, 1776 -> 1498 nearest-exact on CPU).
+        """
+        rng = random.Random(0)
+        pairs = [(1234, 2345), (2280, 2204), (1032, 2670), (1776, 1498)]
+        pairs += [(rng.randint(200, 3000), rng.randint(200, 3000)) for _ in range(24)]
+        for exact in (False, True):
+            def fn(x, size):
+                return F.interpolate(x, size=size, mode=mode_name(exact))
+
+            compiled = _compile(fn, dynamic=True)
+            for isize, osize in pairs:
+                x = torch.randn(1, 2, isize, device=device, requires_grad=True)
+                xe = x.detach().clone().requires_grad_()
+                out, ref = compiled(x, (osize,)), fn(xe, (osize,))
+                msg = f"{mode_name(exact)} {isize} -> {osize}"
+                assert_same(self, out, ref, msg=msg)
+                grad_output = torch.arange(osize, dtype=torch.float32, device=device).expand(1, 2, osize)
+                (grad,), (ref_grad,) = torch.autograd.grad(out, x, grad_output), torch.autograd.grad(ref, xe, grad_output)
+                self.assertEqual(grad, ref_grad, rtol=0, atol=0, msg=msg)  # integer sums: exact
 
     def test_x2_has_no_indirect_load(self, device):
         for rank, exact, dynamic in itertools.product(RANKS, (False, True), (False, True)):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import torch
 from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
 from torch.testing._internal.common_utils import TestCase, run_tests
 
+from torch.fx.experimental.proxy_tensor import make_fx
+
 from decomps import source_index
-from tests.common import aten, backward_op, forward_op
+from tests.common import TABLE, aten, backward_op, forward_op
 
 GRID = range(1, 301)
 EXPLICIT_SCALES = (0.6, 1.7, 1 / 3, 0.5, 25.0, 2.0000001, 7 / 3, 0.75)
@@ -53,7 +56,7 @@ class TestSourceIndex(TestCase):
                 x, out_size, scales = make_input(isize, osize, scale, dtype, device)
                 op = forward_op(x.dim() - 2, exact)
                 eager = op(x, out_size, *scales).reshape(-1)[: osize].long().cpu()
-                rule = source_index.forward_rule(x, out_size, exact)
+                rule = source_index.forward_rule(x, out_size, exact, scales)
                 ours = source_index.source_indices(isize, osize, scale, rule, device).cpu()
                 if not torch.equal(ours, eager):
                     mismatches.append((exact, isize, osize, scale, rule))
@@ -99,6 +102,66 @@ class TestSourceIndex(TestCase):
                 bound = source_index.window_bound(isize, osize, scale, rule)
                 self.assertLessEqual(int((lo[1:] - lo[:-1]).max()), bound)
         self.assertEqual(mismatches, [])
+
+
+    def test_no_float_round_trip_in_symbolic_graphs(self, device):
+        """No float64 -> float32 -> float64 convert chain in any decomposition's symbolic graph.
+
+        Inductor (torch 2.11 ``pointless_convert``) folds such a chain and with it the float32
+        rounding the chain stands for; float32 roundings must be float32 ops or single converts.
+        """
+        floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+        for exact, rank in itertools.product((False, True), (1, 2)):
+            for channels_last in (False, True) if rank == 2 else (False,):
+                x = torch.randn((1, 5, 7, 9)[: rank + 2], device=device)
+                if channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                osize = [13, 4][:rank]
+                for op, args in (
+                    (forward_op(rank, exact), (x, osize)),
+                    (forward_op(rank, exact), (x, osize, *[0.7] * rank)),
+                    (backward_op(rank, exact), (torch.randn(*x.shape[:2], *osize, device=device), osize, list(x.shape))),
+                ):
+                    graph = make_fx(
+                        lambda *a, op=op: op(*a), decomposition_table=TABLE, tracing_mode="symbolic"
+                    )(*args).graph
+                    for node in graph.nodes:
+                        if node.target not in (aten._to_copy.default, torch.ops.prims.convert_element_type.default):
+                            continue
+                        source = node.args[0]
+                        if not (isinstance(source, torch.fx.Node) and source.target == node.target):
+                            continue
+                        inner = source.args[0].meta["val"].dtype, source.meta["val"].dtype
+                        outer = node.meta["val"].dtype
+                        lossy_round_trip = inner[0] in floats and inner[1] in floats and outer in floats and (
+                            inner[1].itemsize < min(inner[0].itemsize, outer.itemsize))
+                        self.assertFalse(lossy_round_trip, msg=f"{op} {inner} -> {outer}:\n{graph}")
+
+
+class TestCpuKernelChoice(TestCase):
+    def test_cpu_kernels_agree_for_nearest_without_scale(self):
+        """forward_rule decides nothing (and guards nothing) for nearest without an explicit scale
+        on a non-float64 input, because eager's two CPU kernels read the same inputs there; for
+        float64 they do not. Same sizes through both kernels: generic (contiguous, 2 channels,
+        oh + ow > 128) and channels-last (4 channels-last channels)."""
+        pairs = [(i, o) for i in range(1, 81) for o in range(1, 81)] + _random_pairs(50, seed=2)
+        differ = {}
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.uint8, torch.float64):
+            differ[dtype] = 0
+            for isize, osize in pairs:
+                v = torch.arange(isize)
+                rows = torch.stack([v // 64, v % 64]).to(dtype)  # the index, exact in every dtype
+                generic = rows.view(1, 2, isize, 1)
+                channels_last = torch.cat([rows, rows]).view(1, 4, isize, 1)
+                channels_last = channels_last.contiguous(memory_format=torch.channels_last)
+                a = aten.upsample_nearest2d.default(generic, [osize, 200])[0, :, :, 0]
+                b = aten.upsample_nearest2d.default(channels_last, [osize, 200])[0, :2, :, 0]
+                differ[dtype] += not torch.equal(a, b)
+            if dtype != torch.float64:
+                for x in (generic, channels_last):
+                    rule = source_index.forward_rule(x, [osize, 200], False, [None, None])
+                    self.assertEqual(rule, source_index.Rule(exact=False))
+        self.assertEqual([d for d, n in differ.items() if n], [torch.float64])
 
 
 instantiate_device_type_tests(TestSourceIndex, globals(), only_for=("cpu", "cuda"))
