@@ -12,9 +12,9 @@ between maps depends on symbolic sizes (CPU kernel, the header's special cases),
 selected at run time (``KernelChoice``, ``torch.where``), not under a guard: a guard would narrow
 a ``torch.export`` program and AOTInductor drops it.
 
-Float arithmetic is written so that it is exact in IEEE float64 and rounded to float32 exactly
-where eager rounds: an int below 2**24 times a float32 scale is exact in float64, so
-``(o * s).to(float32)`` is eager's single float32 rounding whatever the backend contracts.
+Each float32 rounding of eager is one float32 op or one float64 -> float32 convert (products
+that eager forms in double, or with an FMA, are exact in float64 here and converted once), never
+a float64 -> float32 -> float64 chain, which Inductor may fold (see ``_widen``).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def forward_scale(isize, osize, scale: float | None, double: bool):
     Static sizes give a Python float (float32-rounded unless ``double``); symbolic sizes give a
     0-d tensor holding the same value, float32 (float64 if ``double``).
     """
-    if scale is not None and scale > 0:
+    if _is_explicit(scale):
         return 1.0 / scale if double else round_to_float32(1.0 / scale)
     if is_static(isize, osize):
         if double:
@@ -194,7 +194,7 @@ def forward_scale(isize, osize, scale: float | None, double: bool):
 
 def cuda_backward_scale(isize, osize, scale: float | None):
     """``compute_scales_value_backwards<float>``: ``scale`` if given and > 0, else ``osize / isize``."""
-    if scale is not None and scale > 0:
+    if _is_explicit(scale):
         return round_to_float32(scale)
     if is_static(isize, osize):
         return round_to_float32(round_to_float32(osize) / round_to_float32(isize))
@@ -342,7 +342,7 @@ def window_bound(isize, osize, scale, rule_or_cuda) -> int:
     """
     if is_static(isize, osize):
         return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
-    if scale is not None and scale > 0:
+    if _is_explicit(scale):
         ratio = math.ceil(scale)
     else:
         ratio = int((osize + isize - 1) // isize)  # guards on the value of ceil(osize / isize)
@@ -432,7 +432,7 @@ def symbolic_pattern(isize, osize, scale, rule: Rule) -> Pattern | None:
     """
     if not (osize <= 2**24):  # guard: float32 holds every index exactly
         return None
-    explicit = scale is not None and scale > 0
+    explicit = _is_explicit(scale)
     if osize == isize:  # guard
         if not explicit or rule.identity_if_equal or rule.header_special:
             return Pattern("identity")
@@ -501,7 +501,7 @@ def symbolic_window_pattern(isize, osize, scale, rule_or_cuda) -> Pattern | None
     if not (osize <= 2**24) or not (osize % isize == 0):  # guards
         return None
     k = int(osize // isize)  # guard on the factor
-    explicit = scale is not None and scale > 0
+    explicit = _is_explicit(scale)
     if k & (k - 1) == 0 and (not explicit or round_to_float32(scale) == k):
         # lo(i) = ceilf(i * k) = k i exactly (and ceilf(k i - 0.5) = k i for exact).
         return Pattern("identity") if k == 1 else Pattern("repeat", k)
