@@ -59,15 +59,29 @@ def _sum_repeats(g: Tensor, factors: Sequence[int]) -> Tensor:
     return g.reshape(split).sum([len(lead) + 2 * t + 1 for t in range(n)])
 
 
-def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first: int, last: int):
-    """``sum_j g[.., lo(i) + j, ..]`` over ``j < lo(i + 1) - lo(i)`` for dims first..last."""
+def _window_starts(isize, osize, scale, rule, device, identity_if) -> Tensor:
+    lo = source_index.window_starts(isize, osize, scale, rule, device)
+    if identity_if is not None:
+        lo = torch.where(identity_if, torch.arange(isize + 1, device=device), lo)
+    return lo
+
+
+def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
+    """``sum_j g[.., lo(i) + j, ..]`` over ``j < lo(i + 1) - lo(i)`` for dims first..last.
+
+    None where some dim's window length has no bound the graph may rely on.
+    """
     span = last - first + 1
+    bounds = []
+    for d in range(first, last + 1):
+        bounds.append(source_index.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
+        if bounds[-1] is None:
+            return None
     indices: list[Tensor | None] = [None] * (2 + first)
     valid = None
-    for t, d in enumerate(range(first, last + 1)):
+    for t, (d, bound) in enumerate(zip(range(first, last + 1), bounds)):
         isize, osize = input_size[2 + d], output_size[d]
-        lo = source_index.window_starts(isize, osize, scales[d], rule, g.device)
-        bound = source_index.window_bound(isize, osize, scales[d], rule)
+        lo = _window_starts(isize, osize, scales[d], rule, g.device, identity_if)
         j = torch.arange(bound, dtype=torch.int64, device=g.device)
         idx = lo[:-1].unsqueeze(1) + j
         in_window = idx < lo[1:].unsqueeze(1)
@@ -84,6 +98,28 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first: int
     return windows.sum(window_dims)
 
 
+def _scatter_to_sources(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
+    """``grad_input[i] += g[o]`` for every ``o`` in ``i``'s window, dims first..last: the
+    fallback where no window bound holds for every size the graph may see (exporting).
+
+    ``o`` belongs to the ``i`` with ``lo(i) <= o < lo(i + 1)``; an ``o`` past ``lo(isize)``
+    (CUDA may end the last window early) goes to a spare row that is cut off.
+    """
+    indices: list[Tensor | None] = [None] * (2 + first)
+    shape = list(g.shape)
+    for d in range(first, last + 1):
+        isize, osize = input_size[2 + d], output_size[d]
+        lo = _window_starts(isize, osize, scales[d], rule, g.device, identity_if)
+        o = torch.arange(osize, dtype=torch.int64, device=g.device)
+        owner = torch.searchsorted(lo[1:], o, right=True)
+        indices.append(owner.view([-1] + [1] * (last - d)))
+        shape[2 + d] = isize + 1
+    summed = aten.index_put(g.new_zeros(shape), indices, g, accumulate=True)
+    for d in range(first, last + 1):
+        summed = summed.narrow(2 + d, 0, input_size[2 + d])
+    return summed
+
+
 def upsample_nearest_backward(
     grad_output: Tensor,
     output_size: Sequence,
@@ -95,12 +131,16 @@ def upsample_nearest_backward(
     checks.check_backward(grad_output, output_size, input_size, n, exact)
     memory_format = backward_memory_format(grad_output)
     dtype = grad_output.dtype
-    if n == 2 and grad_output.device.type != "cpu" and list(output_size) == list(input_size[2:]):
+    isizes = input_size[2:]
+    identity_if = None  # CUDA 2d, symbolic sizes: a 0-d bool, the sizes match at run time
+    if n == 2 and grad_output.device.type != "cpu":
         # CUDA's 2d backward copies when the sizes match, whatever the scales.
-        return grad_output.clone(memory_format=memory_format)
+        if source_index.holds_for_all(o == i for o, i in zip(output_size, isizes)):
+            return grad_output.clone(memory_format=memory_format)
+        if any(source_index.is_explicit(s) for s in scales):  # else the windows are [i, i + 1)
+            identity_if = source_index.sizes_equal(output_size, isizes)
 
     rule = source_index.window_rule(grad_output.device, exact)
-    isizes = input_size[2:]
     patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
     g = grad_output.to(_accumulation_dtype(dtype))
 
@@ -113,7 +153,9 @@ def upsample_nearest_backward(
             g = _sum_repeats(g, factors)
     else:
         moving = [d for d, p in enumerate(patterns) if p is None or p.kind != "identity"]
-        g = _gather_windows(g, input_size, output_size, scales, rule, moving[0], moving[-1])
+        args = (g, input_size, output_size, scales, rule, moving[0], moving[-1], identity_if)
+        summed = _gather_windows(*args)
+        g = _scatter_to_sources(*args) if summed is None else summed
     # clone, not contiguous: never alias grad_output, canonical strides for size-1 dims.
     return g.to(dtype).clone(memory_format=memory_format)
 

@@ -10,7 +10,8 @@ Everything here works on one spatial dim. Sizes may be ints or SymInts; ``scale`
 optional ``scales_*`` argument (a Python float; eager ignores values <= 0). Where eager's choice
 between maps depends on symbolic sizes (CPU kernel, the header's special cases), the index is
 selected at run time (``KernelChoice``, ``torch.where``), not under a guard: a guard would narrow
-a ``torch.export`` program and AOTInductor drops it.
+a ``torch.export`` program and AOTInductor drops it. Fast paths and static loop bounds that need
+a size condition ask ``holds``: a guard under torch.compile, a proof while exporting.
 
 Each float32 rounding of eager is one float32 op or one float64 -> float32 convert (products
 that eager forms in double, or with an FMA, are exact in float64 here and converted once), never
@@ -26,6 +27,7 @@ import struct
 
 import torch
 from torch import Tensor
+from torch.fx.experimental import symbolic_shapes
 
 aten = torch.ops.aten
 
@@ -83,6 +85,47 @@ def _size_test(compare, size, bound) -> bool | Tensor:
     return compare(torch.scalar_tensor(size, dtype=torch.int64), bound)
 
 
+def holds(condition) -> bool:
+    """Whether a size condition that selects a fast path holds, for the graph being traced.
+
+    A Python bool as it is. A SymBool: under ``torch.compile`` a guard (Dynamo recompiles when it
+    fails); while exporting only what the shape env proves over the declared ranges, because
+    export turns guards into assertions over those ranges and AOTInductor drops them.
+    """
+    if isinstance(condition, bool):
+        return condition
+    if torch.compiler.is_exporting():
+        return symbolic_shapes.statically_known_true(condition)
+    return symbolic_shapes.guard_or_false(condition)
+
+
+def holds_for_all(conditions) -> bool:
+    """``holds`` of each condition in turn, stopping at the first that does not."""
+    return all(holds(c) for c in conditions)
+
+
+def sizes_equal(sizes, others) -> Tensor:
+    """``sizes == others`` (all of them) as a 0-d bool tensor evaluated at run time (no guard)."""
+    result = torch.ones((), dtype=torch.bool)
+    for a, b in zip(sizes, others, strict=True):
+        result = result & _size_test(operator.eq, a - b, 0)
+    return result
+
+
+def _size_hint(size) -> int:
+    """A size's example value, without a guard: which fast path to try (``holds`` decides)."""
+    if isinstance(size, int):
+        return size
+    # torch 2.13 renamed hint_int to optimization_hint
+    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
+    return hint(size, fallback=1)
+
+
+def _ratio_hint(osize, isize) -> int:
+    """``osize // isize`` of the example sizes."""
+    return _size_hint(osize) // max(_size_hint(isize), 1)
+
+
 def _either(a: bool | Tensor, b: bool | Tensor) -> bool | Tensor:
     if isinstance(a, bool):
         return True if a else b
@@ -116,10 +159,10 @@ def _cpu_kernel_maps_agree(generic: Rule, scale: float | None) -> bool:
     of exactly 1 for ``O == I``, 0.5 for ``O == 2I``). Checked against eager in
     tests/test_source_index.py. nearest-exact, float64 and explicit scales can differ.
     """
-    return not generic.exact and not generic.double and not _is_explicit(scale)
+    return not generic.exact and not generic.double and not is_explicit(scale)
 
 
-def _is_explicit(scale: float | None) -> bool:
+def is_explicit(scale: float | None) -> bool:
     """Eager uses a ``scales_*`` argument only if it is > 0 (NaN and <= 0 mean "from the sizes")."""
     return scale is not None and scale > 0
 
@@ -181,7 +224,7 @@ def forward_scale(isize, osize, scale: float | None, double: bool):
     Static sizes give a Python float (float32-rounded unless ``double``); symbolic sizes give a
     0-d tensor holding the same value, float32 (float64 if ``double``).
     """
-    if _is_explicit(scale):
+    if is_explicit(scale):
         return 1.0 / scale if double else round_to_float32(1.0 / scale)
     if is_static(isize, osize):
         if double:
@@ -194,7 +237,7 @@ def forward_scale(isize, osize, scale: float | None, double: bool):
 
 def cuda_backward_scale(isize, osize, scale: float | None):
     """``compute_scales_value_backwards<float>``: ``scale`` if given and > 0, else ``osize / isize``."""
-    if _is_explicit(scale):
+    if is_explicit(scale):
         return round_to_float32(scale)
     if is_static(isize, osize):
         return round_to_float32(round_to_float32(osize) / round_to_float32(isize))
@@ -281,11 +324,6 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
     return src
 
 
-def _static_or_guarded(condition) -> bool:
-    """Python bool of a size condition; on SymInts this records a guard, so the graph stays exact."""
-    return bool(condition)
-
-
 def source_indices(isize, osize, scale, rule: Rule, device) -> Tensor:
     """``source_index`` of every output position: an int64 tensor of length ``osize``."""
     o = torch.arange(osize, dtype=torch.int64, device=device)
@@ -302,11 +340,13 @@ def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
     ``src`` rounds, so ``lo`` is within one of the real-valued preimage ``ceil(i / s)`` (or
     ``ceil(i / s - 0.5)``); counting ``src < i`` over four candidates from two below it is exact.
     """
-    if rule.header_special:
-        if _static_or_guarded(osize == isize):
-            return i
-        if _static_or_guarded(osize == 2 * isize):
-            return 2 * i
+    # The header's special cases (osize that selects it, windows), as in ``source_index``.
+    special = [(isize, i), (2 * isize, 2 * i)] if rule.header_special else []
+    if is_static(isize, osize):
+        for size, start in special:
+            if osize == size:
+                return start
+        special = []
     s = forward_scale(isize, osize, scale, rule.double)
     estimate = i.to(F64) / _widen(s)
     if rule.exact:
@@ -318,7 +358,11 @@ def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
         below = below + ((o < osize) & (_raw_source_index(o, s, rule) < i)).to(torch.int64)
     start = base + below
     # The clamp to isize - 1 sends every later output to the last input.
-    return torch.where(i >= isize, osize, start).clamp_max(osize)
+    start = torch.where(i >= isize, osize, start).clamp_max(osize)
+    # Symbolic sizes: selected at run time, not under a guard (see _size_test).
+    for size, special_start in reversed(special):
+        start = torch.where(_size_test(operator.eq, osize - size, 0), special_start, start)
+    return start
 
 
 def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
@@ -334,19 +378,27 @@ def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
     return value.ceil().to(torch.int64).clamp(0, osize)
 
 
-def window_bound(isize, osize, scale, rule_or_cuda) -> int:
-    """A static upper bound on ``lo(i + 1) - lo(i)`` over all ``i``.
+def window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
+    """An upper bound on ``lo(i + 1) - lo(i)`` over all ``i`` that the graph may rely on.
 
-    Static sizes: the exact maximum. Symbolic sizes: ``ceil(ratio) + 2``, the ratio read from the
-    explicit scale or, without one, ``ceil(osize / isize)`` under a guard on its value.
+    Static sizes: the exact maximum. Symbolic sizes: ``r + 2`` for a ratio ``r``, where ``holds``
+    says it bounds every window (a guard under torch.compile, a proof while exporting); None
+    where no bound holds (the backward then scatters; tests/test_backward.py covers both).
     """
     if is_static(isize, osize):
         return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
-    if _is_explicit(scale):
-        ratio = math.ceil(scale)
-    else:
-        ratio = int((osize + isize - 1) // isize)  # guards on the value of ceil(osize / isize)
-    return ratio + 2
+    if is_explicit(scale):
+        # CUDA's windows are steps of ceilf(i * scale). CPU's clamp to isize - 1 gives the last
+        # input every output from about (isize - 1) * scale on: within the bound only if the
+        # output size is at most isize * scale, as when it was computed from the scale.
+        if not isinstance(rule_or_cuda, Rule) or holds(torch.sym_float(osize) <= isize * scale):
+            return math.ceil(scale) + 2
+        return None
+    ratio = -(-_size_hint(osize) // max(_size_hint(isize), 1))  # the example's ceil(osize / isize)
+    for r in range(ratio, 65) if torch.compiler.is_exporting() else [ratio]:
+        if holds(osize <= r * isize):
+            return r + 2
+    return None
 
 
 def window_starts(isize, osize, scale, rule_or_cuda, device) -> Tensor:
@@ -423,29 +475,30 @@ def static_pattern(isize: int, osize: int, scale, rule: Rule) -> Pattern | None:
 
 
 def symbolic_pattern(isize, osize, scale, rule: Rule) -> Pattern | None:
-    """Fast paths for symbolic sizes, each taken under a guard on the sizes that makes it exact.
+    """Fast paths for symbolic sizes, each taken only where ``holds`` says its size condition
+    does (a guard under torch.compile, a proof while exporting).
 
     Power-of-two upsampling ``osize == 2**j * isize``: the scale is exactly ``2**-j`` (or
     ``header_special`` / ``identity_if_equal`` give the same map), every product is exact below
     2**24, so ``src(o) = o >> j`` for nearest and nearest-exact alike. Equal sizes with no
     explicit scale give the identity.
     """
-    if not (osize <= 2**24):  # guard: float32 holds every index exactly
+    if not holds(osize <= 2**24):  # float32 holds every index exactly
         return None
-    explicit = _is_explicit(scale)
-    if osize == isize:  # guard
+    explicit = is_explicit(scale)
+    if holds(osize == isize):
         if not explicit or rule.identity_if_equal or rule.header_special:
             return Pattern("identity")
         if round_to_float32(1.0 / scale) == 1.0:
             return Pattern("identity")
         return None
-    if osize % isize == 0:  # guard
-        k = int(osize // isize)  # guard on the factor
-        if k & (k - 1) == 0:
-            # Without a scale, float32(isize / osize) is exactly 1/k for a power of two k.
-            s = forward_scale(isize, osize, scale, rule.double) if explicit else 1.0 / k
-            if s == 1.0 / k or (rule.header_special and k == 2):
-                return Pattern("repeat", k)
+    k = _ratio_hint(osize, isize)
+    if k < 2 or k & (k - 1) or not holds(osize == k * isize):
+        return None
+    # Without a scale, float32(isize / osize) is exactly 1/k for a power of two k.
+    s = forward_scale(isize, osize, scale, rule.double) if explicit else 1.0 / k
+    if s == 1.0 / k or (rule.header_special and k == 2):
+        return Pattern("repeat", k)
     return None
 
 
@@ -495,14 +548,13 @@ def static_window_pattern(isize: int, osize: int, scale, rule_or_cuda) -> Patter
 
 
 def symbolic_window_pattern(isize, osize, scale, rule_or_cuda) -> Pattern | None:
-    """Backward twin of ``symbolic_pattern``: power-of-two upsampling under a guard."""
+    """Backward twin of ``symbolic_pattern``: power-of-two upsampling where ``holds`` says so."""
     if isinstance(rule_or_cuda, Rule):
         return symbolic_pattern(isize, osize, scale, rule_or_cuda)
-    if not (osize <= 2**24) or not (osize % isize == 0):  # guards
+    k = _ratio_hint(osize, isize)
+    if k < 1 or k & (k - 1) or not holds(osize <= 2**24) or not holds(osize == k * isize):
         return None
-    k = int(osize // isize)  # guard on the factor
-    explicit = _is_explicit(scale)
-    if k & (k - 1) == 0 and (not explicit or round_to_float32(scale) == k):
+    if not is_explicit(scale) or round_to_float32(scale) == k:
         # lo(i) = ceilf(i * k) = k i exactly (and ceilf(k i - 0.5) = k i for exact).
         return Pattern("identity") if k == 1 else Pattern("repeat", k)
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_utils import TestCase, run_tests
 
@@ -106,6 +107,34 @@ class TestBackward(TestCase):
             result = TABLE[packet.grad_input](g, [10, 12], [2, 3, 4, 5], grad_input=out)
             self.assertIs(result, out)
             assert_grad_close(self, out, expected, gradient_tolerance(g, lambda t: packet.default(t, [10, 12], [2, 3, 4, 5])))
+
+    def test_symbolic_sizes(self, device):
+        """Traced with symbolic sizes: window bounds that hold for the sizes, scatter otherwise.
+
+        With an explicit scale, eager's CPU backward gives the last input every output from
+        about ``(isize - 1) * scale`` on; a scale that did not produce the output size (a direct
+        op call) makes that window longer than any bound from the scale: the graph scatters.
+        """
+        cases = [
+            (1000, 1500, 1.5), (333, 999, 3.0), (100003, 170005, 1.7), (4096, 8192, 2.0),
+            (65536, 196608, None), (50, 23, None), (9, 31, None),
+            (7, 40, 0.5), (10, 40, 3.0), (10, 9, 1.3),  # output sizes the scale did not give
+        ]
+        for (isize, osize, scale), exact in itertools.product(cases, (False, True)):
+            op = backward_op(1, exact)
+
+            def backward(g, x):
+                return TABLE[op](g, [g.shape[2]], list(x.shape), scale)
+
+            g = torch.randn(2, 3, osize, dtype=torch.float64, device=device)
+            x = torch.empty(2, 3, isize, device=device)
+            graph = make_fx(backward, tracing_mode="symbolic")(g, x)
+            msg = f"{isize} -> {osize} scale {scale} exact {exact}"
+            assert_grad_close(self, graph(g, x), op(g, [osize], [2, 3, isize], scale),
+                              gradient_tolerance(g, lambda t: op(t, [osize], [2, 3, isize], scale)), msg)
+            scatters = any(n.target == torch.ops.aten.index_put.default for n in graph.graph.nodes)
+            inconsistent = scale is not None and osize > isize * scale
+            self.assertEqual(scatters, inconsistent and torch.device(device).type == "cpu", msg)
 
     def test_half_precision_accumulates_in_float32(self, device):
         # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.

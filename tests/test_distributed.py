@@ -16,8 +16,13 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
+
+import pytest
 
 WORLD_SIZE = 2
+TIMEOUT_S = 600  # the whole step, both ranks, cold compile (about 20 s on a 2-core machine)
+COLLECTIVE_TIMEOUT_S = 120  # a rank whose peer died fails instead of waiting 30 minutes
 
 
 def _free_port() -> int:
@@ -38,6 +43,10 @@ def test_ddp_training_step_matches_eager_ddp(tmp_path):
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=str(port),
             OMP_NUM_THREADS="1",
+            # loopback only (gloo otherwise binds the address the host name resolves to), and
+            # Inductor compiles in-process (no compile-worker pool per rank on a 2-core runner)
+            GLOO_SOCKET_IFNAME="lo",
+            TORCHINDUCTOR_COMPILE_THREADS="1",
             # a cache hit would skip the decompositions this test checks were used
             TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
             DECOMPS_DDP_OUT=os.fspath(tmp_path / f"rank{rank}.json"),
@@ -52,7 +61,7 @@ def test_ddp_training_step_matches_eager_ddp(tmp_path):
                 text=True,
             )
         )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + TIMEOUT_S
     outputs = []
     for p in procs:
         try:
@@ -60,7 +69,8 @@ def test_ddp_training_step_matches_eager_ddp(tmp_path):
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            raise
+            tails = [f"rank {r}:\n{q.communicate()[0][-3000:]}" for r, q in enumerate(procs)]
+            pytest.fail(f"DDP step did not finish in {TIMEOUT_S} s\n" + "\n".join(tails))
         outputs.append(out)
     for rank, (p, out) in enumerate(zip(procs, outputs)):
         assert p.returncode == 0, f"rank {rank} failed:\n{out[-5000:]}"
@@ -106,7 +116,12 @@ def _worker() -> None:
     bwd_module.upsample_nearest_backward = bwd_spy
 
     rank = int(os.environ["RANK"])
-    dist.init_process_group("gloo", rank=rank, world_size=int(os.environ["WORLD_SIZE"]))
+    dist.init_process_group(
+        "gloo",
+        rank=rank,
+        world_size=int(os.environ["WORLD_SIZE"]),
+        timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
     torch.manual_seed(0)
 
     class Net(torch.nn.Module):

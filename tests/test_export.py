@@ -120,8 +120,14 @@ DYNAMIC_SIZES = [(5, 6), (3, 4), (20, 9), (40, 41), (100, 120), (299, 3)]
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(scale_factor=2.0, mode="nearest"), dict(scale_factor=1.5, mode="nearest-exact")],
-    ids=["x2-nearest", "x1.5-exact"],
+    [
+        dict(scale_factor=2.0, mode="nearest"),
+        dict(scale_factor=1.5, mode="nearest-exact"),
+        # a fixed output size: (5, 6) -> (10, 10) is x2 along h, which must not narrow the program
+        dict(size=(10, 10), mode="nearest"),
+        dict(size=(10, 10), mode="nearest-exact"),
+    ],
+    ids=["x2-nearest", "x1.5-exact", "size10-nearest", "size10-exact"],
 )
 def test_dynamic_export_run_decompositions_matches_eager_over_the_declared_range(kwargs):
     model = Up(**kwargs)
@@ -160,6 +166,9 @@ class Dyn(torch.nn.Module):
             F.interpolate(x, scale_factor=2.0000001, mode="nearest"),
             # and here only at (3, 4), where osize == 2 * isize along h
             F.interpolate(x, scale_factor=2.3, mode="nearest"),
+            # x2 along h at the example size (5, 6) only: no fast path may assume it
+            F.interpolate(x, size=(10, 10), mode="nearest"),
+            F.interpolate(x, size=(10, 12), mode="nearest-exact"),
         )
 
 
@@ -174,3 +183,31 @@ def test_aoti_dynamic_shapes_match_eager_over_the_declared_range(tmp_path):
         for i, (actual, expected) in enumerate(zip(compiled(x), model(x), strict=True)):
             assert actual.shape == expected.shape
             assert torch.equal(actual, expected), f"output {i} at {(h, w)}: {(actual != expected).sum()} differ"
+
+
+class Backward(torch.nn.Module):
+    """Backward ops whose sizes come from two inputs: no ratio between them is known."""
+
+    def forward(self, g, x):
+        return (
+            aten.upsample_nearest2d_backward.default(g, g.shape[2:], x.shape, None, None),
+            aten._upsample_nearest_exact2d_backward.default(g, g.shape[2:], x.shape, None, None),
+        )
+
+
+def test_dynamic_export_of_backward_ops_matches_eager_for_any_ratio(tmp_path):
+    """Window bounds hold for every size in the declared ranges, or the graph scatters."""
+    model = Backward()
+    example = (torch.randn(2, 3, 12, 12, dtype=torch.float64), torch.empty(2, 3, 5, 5))
+    dims = {"g": {2: Dim("o", min=2, max=400), 3: Dim("o", min=2, max=400)},
+            "x": {2: Dim("i", min=2, max=100), 3: Dim("i", min=2, max=100)}}
+    ep = torch.export.export(model, example, dynamic_shapes=dims)
+    decomposed = ep.run_decompositions(TABLE)
+    assert _nearest_nodes(decomposed.graph_module) == []
+    compiled = _aoti(ep, tmp_path)
+    for o, i in [(12, 5), (7, 7), (300, 3), (5, 17), (2, 100), (400, 2)]:
+        g, x = torch.randn(2, 3, o, o, dtype=torch.float64), torch.empty(2, 3, i, i)
+        expected = model(g, x)
+        for program in (decomposed.module(), compiled):
+            for actual, e in zip(program(g, x), expected, strict=True):
+                torch.testing.assert_close(actual, e, rtol=1e-12, atol=1e-12)
