@@ -4,6 +4,8 @@
   the graph and equals eager, static and dynamic shapes.
 * AOTInductor (``aoti_compile_and_package`` / ``aoti_load_package``) on CPU equals eager; with
   the package installed Inductor decomposes the nearest ops with this package's table.
+* With dynamic dims, both stay exact over the declared ranges: no fast path may rest on a guard
+  (export turns guards into assertions, AOTInductor drops them).
 """
 
 from __future__ import annotations
