@@ -135,7 +135,7 @@ def upsample_nearest_backward(
     identity_if = None  # CUDA 2d, symbolic sizes: a 0-d bool, the sizes match at run time
     if n == 2 and grad_output.device.type != "cpu":
         # CUDA's 2d backward copies when the sizes match, whatever the scales.
-        if source_index.holds_for_all(o == i for o, i in zip(output_size, isizes)):
+        if all(source_index.holds(o == i) for o, i in zip(output_size, isizes)):
             return grad_output.clone(memory_format=memory_format)
         if any(source_index.is_explicit(s) for s in scales):  # else the windows are [i, i + 1)
             identity_if = source_index.sizes_equal(output_size, isizes)

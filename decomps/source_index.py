@@ -99,11 +99,6 @@ def holds(condition) -> bool:
     return symbolic_shapes.guard_or_false(condition)
 
 
-def holds_for_all(conditions) -> bool:
-    """``holds`` of each condition in turn, stopping at the first that does not."""
-    return all(holds(c) for c in conditions)
-
-
 def sizes_equal(sizes, others) -> Tensor:
     """``sizes == others`` (all of them) as a 0-d bool tensor evaluated at run time (no guard)."""
     result = torch.ones((), dtype=torch.bool)
@@ -121,9 +116,10 @@ def _size_hint(size) -> int:
     return hint(size, fallback=1)
 
 
-def _ratio_hint(osize, isize) -> int:
-    """``osize // isize`` of the example sizes."""
-    return _size_hint(osize) // max(_size_hint(isize), 1)
+def _ratio_hint(osize, isize, ceil: bool = False) -> int:
+    """``osize // isize`` (or its ceiling) of the example sizes."""
+    o, i = _size_hint(osize), max(_size_hint(isize), 1)
+    return -(-o // i) if ceil else o // i
 
 
 def _either(a: bool | Tensor, b: bool | Tensor) -> bool | Tensor:
@@ -394,7 +390,7 @@ def window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
         if not isinstance(rule_or_cuda, Rule) or holds(torch.sym_float(osize) <= isize * scale):
             return math.ceil(scale) + 2
         return None
-    ratio = -(-_size_hint(osize) // max(_size_hint(isize), 1))  # the example's ceil(osize / isize)
+    ratio = _ratio_hint(osize, isize, ceil=True)
     for r in range(ratio, 65) if torch.compiler.is_exporting() else [ratio]:
         if holds(osize <= r * isize):
             return r + 2
