@@ -14,6 +14,7 @@ used from each Measurement.
 
 from __future__ import annotations
 
+import os
 import pickle
 import statistics
 from dataclasses import dataclass, field
@@ -75,8 +76,10 @@ def save_run(path: Path, test_results: list, **extra) -> dict:
         "test_results": list(test_results),
         **extra,
     }
-    with open(path, "wb") as f:
+    partial = Path(f"{path}.partial")  # a run killed mid-write leaves the last complete pickle
+    with open(partial, "wb") as f:
         pickle.dump(payload, f)
+    os.replace(partial, path)
     return payload
 
 

@@ -5,7 +5,8 @@
 ``--tag=PR`` imports the ``decomps`` package before compiling; ``--tag=Nightly``
 is stock torch and never imports it. Writes one pickle in the seed PR's
 format (see docs/perf.md) and exits non-zero if any compiled result differs
-from eager or any case fails (the pickle is written anyway).
+from eager or any case fails (the pickle is written anyway). The pickle is
+rewritten after every case, so a run stopped early keeps the cases it finished.
 
 Each run must use its own Inductor cache: if ``TORCHINDUCTOR_CACHE_DIR`` is
 not set, a fresh temporary one is created before torch is imported.
@@ -170,8 +171,13 @@ class Collected:
                 "compile_seconds": self.compile_seconds}
 
 
-def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None) -> Collected:
-    """Run every case, printing one progress line each; failures are recorded, not raised."""
+def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None,
+              save=lambda collected: None) -> Collected:
+    """Run every case, printing one progress line each; failures are recorded, not raised.
+
+    ``save(collected)`` runs after each case, so that a run stopped early (a time limit) keeps the
+    cases it finished.
+    """
     import torch
 
     from perf import bench
@@ -195,6 +201,7 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
         finally:
             if device == "cuda":
                 torch.cuda.empty_cache()
+        save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
     return collected
 
@@ -226,12 +233,14 @@ def run(args) -> int:
     if device == "cuda":
         copy_gbps = bench.measure_copy_bandwidth(device, args.num_threads, COPY_MIN_RUN_TIME)
         print(f"Device-to-device copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", flush=True)
-    collected = run_cases(cases, args, device, min_run_time, copy_gbps)
+    def save(collected: Collected) -> None:
+        save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic,
+                 package=package, copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
 
+    collected = run_cases(cases, args, device, min_run_time, copy_gbps, save)
     if args.tag == "Nightly":
         assert_package_absent()
-    save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic, package=package,
-             copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
+    save(collected)
     print("\n" + render([load_run(path)]))
     print(f"Wrote {path} ({len(cases)} cases in {time.perf_counter() - start:.1f}s)")
     if collected.mismatches or collected.errors:

@@ -124,3 +124,36 @@ def test_error_messages_are_kept_to_one_short_line():
     message = interp_mode.short_message(RuntimeError("first line\n  Explanation: " + "x" * 1000), limit=40)
     assert message == "first line Explanation: xxxxxxxxxxxxx..." and len(message) == 40
     assert interp_mode.short_message(ValueError("short")) == "short"
+
+
+def test_the_pickle_is_saved_after_every_case(monkeypatch, tmp_path):
+    """A run stopped early (a device time limit) keeps every case it finished."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf import bench
+    from perf._pickles import load_run, save_run
+
+    cases = make_cases("cpu", quick=True, modes=("nearest",))[:3]
+
+    def fake_run_case(case, tag, **kwargs):
+        if case is cases[2]:
+            raise KeyboardInterrupt  # stands for the kill of a time limit
+        measurements = [Measurement(1, [1e-6], TaskSpec("", "", label=case.label, sub_label=case.sub_label,
+                                                        description=f"{kind} (x) {tag}"))
+                        for kind in ("Eager", "Compiled")]
+        return bench.CaseResult(measurements, problem=None, compile_seconds=0.0)
+
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    path = tmp_path / "run.pkl"
+    saved = []
+
+    def save(collected):
+        saved.append(len(collected.test_results))
+        save_run(path, collected.test_results, tag="PR")
+
+    args = Namespace(tag="PR", dynamic=True, num_threads=1)
+    with pytest.raises(KeyboardInterrupt):
+        interp_mode.run_cases(cases, args, "cpu", 0.01, None, save)
+    assert saved == [2, 4]
+    assert len(load_run(path).rows) == 4
+    assert not (tmp_path / "run.pkl.partial").exists()
