@@ -9,6 +9,8 @@ float16 / bfloat16 accumulate in float32 and round once, as eager's opmath does.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -66,6 +68,13 @@ def _window_starts(isize, osize, scale, rule, device, identity_if) -> Tensor:
     return lo
 
 
+# Up to this many window positions per grad_input element, the gather is an unrolled sum (one
+# pointwise kernel); beyond it a sum over window dims, which Inductor makes a reduction kernel.
+# Measured on an H200 (docs/perf.md, finding 2): unrolled is 1.4-4x faster for 2d windows (up
+# to 4 x 4), and slower than the reduction for 27 positions (3d, 3 x 3 x 3).
+MAX_UNROLLED_TAPS = 16
+
+
 def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
     """``sum_j g[.., lo(i) + j, ..]`` over ``j < lo(i + 1) - lo(i)`` for dims first..last.
 
@@ -77,25 +86,43 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
         bounds.append(source_index.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
         if bounds[-1] is None:
             return None
-    indices: list[Tensor | None] = [None] * (2 + first)
-    valid = None
-    for t, (d, bound) in enumerate(zip(range(first, last + 1), bounds)):
+    # Per moving dim: the output index of each window position (clamped: always a valid read)
+    # and whether it is inside the window, both (isize, bound).
+    positions, inside = [], []
+    for d, bound in zip(range(first, last + 1), bounds):
         isize, osize = input_size[2 + d], output_size[d]
         lo = _window_starts(isize, osize, scales[d], rule, g.device, identity_if)
-        j = torch.arange(bound, dtype=torch.int64, device=g.device)
-        idx = lo[:-1].unsqueeze(1) + j
-        in_window = idx < lo[1:].unsqueeze(1)
+        idx = lo[:-1].unsqueeze(1) + torch.arange(bound, dtype=torch.int64, device=g.device)
+        positions.append(idx.clamp_max(osize - 1))
+        inside.append(idx < lo[1:].unsqueeze(1))
+    trailing = [1] * (g.dim() - 2 - (last + 1))
+    lead: list[Tensor | None] = [None] * (2 + first)
+
+    if math.prod(bounds) <= MAX_UNROLLED_TAPS:
+        total = None
+        for taps in itertools.product(*(range(b) for b in bounds)):
+            indices, valid = [], None
+            for t, j in enumerate(taps):
+                shape = [1] * span
+                shape[t] = input_size[2 + first + t]
+                indices.append(positions[t][:, j].view(shape))
+                in_window = inside[t][:, j].view(shape + trailing)
+                valid = in_window if valid is None else valid & in_window
+            term = torch.where(valid, aten._unsafe_index(g, lead + indices), 0)
+            total = term if total is None else total + term
+        return total
+
+    # (.., isize_first.., bound_first.., trailing): window positions in their own dims, summed.
+    indices, valid = [], None
+    for t, bound in enumerate(bounds):
         shape = [1] * (2 * span)
-        shape[t], shape[span + t] = isize, bound
-        indices.append(idx.clamp_max(osize - 1).view(shape))
-        in_window = in_window.view(shape)
+        shape[t], shape[span + t] = input_size[2 + first + t], bound
+        indices.append(positions[t].view(shape))
+        in_window = inside[t].view(shape)
         valid = in_window if valid is None else valid & in_window
-    windows = aten._unsafe_index(g, indices)
-    trailing = g.dim() - 2 - (last + 1)
-    valid = valid.view(list(valid.shape) + [1] * trailing)
-    windows = torch.where(valid, windows, 0)
-    window_dims = list(range(2 + first + span, 2 + first + 2 * span))
-    return windows.sum(window_dims)
+    windows = aten._unsafe_index(g, lead + indices)
+    windows = torch.where(valid.view(list(valid.shape) + trailing), windows, 0)
+    return windows.sum(list(range(2 + first + span, 2 + first + 2 * span)))
 
 
 def _scatter_to_sources(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):

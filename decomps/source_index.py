@@ -374,26 +374,34 @@ def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
     return value.ceil().to(torch.int64).clamp(0, osize)
 
 
+TIGHT_WINDOW_LIMIT = 2**23
+
+
 def window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
     """An upper bound on ``lo(i + 1) - lo(i)`` over all ``i`` that the graph may rely on.
 
-    Static sizes: the exact maximum. Symbolic sizes: ``r + 2`` for a ratio ``r``, where ``holds``
-    says it bounds every window (a guard under torch.compile, a proof while exporting); None
-    where no bound holds (the backward then scatters; tests/test_backward.py covers both).
+    Static sizes: the exact maximum. Symbolic sizes: ``r + 1`` (``r + 2`` for output sizes from
+    ``TIGHT_WINDOW_LIMIT`` on) for a ratio ``r`` (``ceil(scale)`` for an explicit scale), where
+    ``holds`` says it bounds every window (a guard under torch.compile, a proof while
+    exporting); None where no bound holds (the backward then scatters; tests/test_backward.py
+    covers both).
     """
     if is_static(isize, osize):
         return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
+    # A window holds at most ceil(ratio) + 1 outputs while float32 index products are within
+    # one unit of their real values, which output sizes below 2**23 ensure (docs/semantics.md).
+    slack = 1 if holds(osize < TIGHT_WINDOW_LIMIT) else 2
     if is_explicit(scale):
         # CUDA's windows are steps of ceilf(i * scale). CPU's clamp to isize - 1 gives the last
         # input every output from about (isize - 1) * scale on: within the bound only if the
         # output size is at most isize * scale, as when it was computed from the scale.
         if not isinstance(rule_or_cuda, Rule) or holds(torch.sym_float(osize) <= isize * scale):
-            return math.ceil(scale) + 2
+            return math.ceil(scale) + slack
         return None
     ratio = _ratio_hint(osize, isize, ceil=True)
     for r in range(ratio, 65) if torch.compiler.is_exporting() else [ratio]:
         if holds(osize <= r * isize):
-            return r + 2
+            return r + slack
     return None
 
 

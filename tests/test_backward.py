@@ -18,6 +18,7 @@ from tests.common import (
     memory_format_of,
     through_decompositions,
 )
+from decomps.backward import MAX_UNROLLED_TAPS
 from tests.test_forward import NEAREST_OPINFOS
 
 RATIOS = (2, 3, 1.5, 0.75, 0.5, 1.7, 0.6, 7 / 3)
@@ -119,6 +120,7 @@ class TestBackward(TestCase):
             (1000, 1500, 1.5), (333, 999, 3.0), (100003, 170005, 1.7), (4096, 8192, 2.0),
             (65536, 196608, None), (50, 23, None), (9, 31, None),
             (7, 40, 0.5), (10, 40, 3.0), (10, 9, 1.3),  # output sizes the scale did not give
+            (10, 250, 25.0),  # a window bound past MAX_UNROLLED_TAPS: a sum over window dims
         ]
         for (isize, osize, scale), exact in itertools.product(cases, (False, True)):
             op = backward_op(1, exact)
@@ -135,6 +137,10 @@ class TestBackward(TestCase):
             scatters = any(n.target == torch.ops.aten.index_put.default for n in graph.graph.nodes)
             inconsistent = scale is not None and osize > isize * scale
             self.assertEqual(scatters, inconsistent and torch.device(device).type == "cpu", msg)
+            # the gather is an unrolled sum of window positions up to MAX_UNROLLED_TAPS of them
+            reduces = any(n.target == torch.ops.aten.sum.dim_IntList
+                          and n.args[0].target == torch.ops.aten.where.self for n in graph.graph.nodes)
+            self.assertEqual(reduces, not scatters and (scale or 0) > MAX_UNROLLED_TAPS, msg)
 
     def test_half_precision_accumulates_in_float32(self, device):
         # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import torch
@@ -103,6 +104,33 @@ class TestSourceIndex(TestCase):
                 self.assertLessEqual(int((lo[1:] - lo[:-1]).max()), bound)
         self.assertEqual(mismatches, [])
 
+    def test_symbolic_window_bound_covers_every_window(self, device):
+        """The gather width of symbolic sizes below ``TIGHT_WINDOW_LIMIT``, ``ceil(osize / isize) + 1``
+        (``ceil(scale) + 1`` for an explicit scale), is at least every window of eager's backward (window_starts is
+        checked against eager above): all pairs to 150, random pairs to 2**22, ratios just
+        off an integer (``k * isize +- 1``, ``isize +- 1``) and output sizes just below the limit.
+        """
+        rng = random.Random(3)
+        limit = source_index.TIGHT_WINDOW_LIMIT
+        pairs = [(i, o) for i in range(1, 151) for o in range(1, 151)]
+        pairs += [(rng.randint(1, 2**22), rng.randint(1, 2**22)) for _ in range(20)]
+        for isize in (3, 7, 1000, 4095, 65537, 2**21 - 1):
+            for k in (1, 2, 3, 5):
+                pairs += [(isize, k * isize + d) for d in (-1, 1) if 0 < k * isize + d < limit]
+        pairs += [(i, limit - 1) for i in (limit - 2, 2**22 + 1, 3 * 2**20 + 7, 2**21 - 3, 1 << 20)]
+        cases = [(i, o, None, -(-o // i)) for i, o in pairs]
+        # explicit scales: ceil(scale) + 1, on CPU where osize <= isize * scale (else no bound)
+        explicit = list(_explicit_cases()) + [(i, round(i * 1.5), 1.5) for i in (5, 77, 2**20 + 3)]
+        cases += [(i, o, s, math.ceil(s)) for i, o, s in explicit if device != "cpu" or o <= i * s]
+        too_wide = []
+        for exact in (False, True):
+            rule = source_index.window_rule(torch.device(device), exact)
+            for isize, osize, scale, ratio in cases:
+                lo = source_index.window_starts(isize, osize, scale, rule, device)
+                widest = int((lo[1:] - lo[:-1]).max())
+                if widest > ratio + 1:
+                    too_wide.append((exact, isize, osize, scale, widest))
+        self.assertEqual(too_wide, [])
 
     def test_no_float_round_trip_in_symbolic_graphs(self, device):
         """No float64 -> float32 -> float64 convert chain in any decomposition's symbolic graph.
