@@ -47,8 +47,10 @@ def test_ddp_training_step_matches_eager_ddp(tmp_path):
             # Inductor compiles in-process (no compile-worker pool per rank on a 2-core runner)
             GLOO_SOCKET_IFNAME="lo",
             TORCHINDUCTOR_COMPILE_THREADS="1",
-            # a cache hit would skip the decompositions this test checks were used
+            # a cache hit would skip the decompositions this test checks were used; a cache
+            # folder per rank shares no lock files with the other rank or the test process
             TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+            TORCHINDUCTOR_CACHE_DIR=os.fspath(tmp_path / f"inductor-rank{rank}"),
             DECOMPS_DDP_OUT=os.fspath(tmp_path / f"rank{rank}.json"),
         )
         procs.append(
@@ -91,6 +93,10 @@ def test_ddp_training_step_matches_eager_ddp(tmp_path):
 
 def _worker() -> None:
     import copy
+    import faulthandler
+
+    # A rank that hangs prints where, in the output the test reports, before the test gives up.
+    faulthandler.dump_traceback_later(TIMEOUT_S - 60, exit=True)
 
     import torch
     import torch.distributed as dist
