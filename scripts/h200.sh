@@ -1,23 +1,61 @@
 #!/usr/bin/env bash
-# The H200 run (device tool): the whole test suite (CUDA tests included) and the CUDA perf
-# harness rows, results under $OUT. Usage: bash scripts/h200.sh [TEST_TIMEOUT_S] [PERF_FILTER] [PERF_TIMEOUT_S]
+# The H200 runs (device tool), results under $OUT. Run from the repo root there, with the
+# expecttest wheel carried in .whl/ (not in the image):
+#
+#   bash scripts/h200.sh tests [TIMEOUT_S]     the whole suite, CPU and CUDA variants
+#   bash scripts/h200.sh perf [PERF ARGS...]   python -m perf /tmp/perf --device cuda ARGS
+#
+# tests: every file but two runs under xdist; test_large_tensors.py (tens of GB of GPU memory
+# per test) runs beside it in one process, and test_export.py one test per process, so that a
+# crash in AOTInductor's loader costs one test, not a worker. Logs (-v, one line per test) go
+# to $OUT/tests-*.log; $OUT/tests-summary.txt counts them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then  # expecttest is not in the image
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader;
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } | tee "$OUT/env.txt"
-timeout "${1:-330}" python3 -m pytest tests -q -p no:cacheprovider -n 8 --ignore=tests/perf \
-  -rfE 2>&1 | tail -60 | tee "$OUT/tests.txt"
-if [ -n "${2:-}" ]; then
-  timeout "${3:-400}" python3 -m perf /tmp/perf --device cuda --backward --min-run-time 0.3 --filter "$2" 2>&1 \
-    | tail -80 | tee "$OUT/perf.txt"
-  cp /tmp/perf/*.md /tmp/perf/*.png /tmp/perf/*.pkl "$OUT/" 2>/dev/null  # at most 8 files come back
-fi
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc;
+  python3 -c "import sys, torch, triton; print(sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+  git log -1 --format='commit %H' 2>/dev/null; } | tee "$OUT/env.txt"
+
+what=${1:-tests}
+shift || true
+case "$what" in
+tests)
+  limit=${1:-560}
+  # Each xdist worker compiles in its own process: no compile pool per worker on 16 cores.
+  export TORCHINDUCTOR_COMPILE_THREADS=1
+  serial=(tests/test_large_tensors.py tests/test_export.py)
+  (
+    timeout "$limit" python3 -m pytest tests/test_large_tensors.py -v -p no:cacheprovider -rfE
+    for t in $(python3 -m pytest tests/test_export.py --collect-only -q -p no:cacheprovider | grep '::'); do
+      timeout 120 python3 -m pytest "$t" -v -p no:cacheprovider -rfE || echo "EXIT $? $t"
+    done
+  ) >"$OUT/tests-serial.log" 2>&1 &
+  timeout "$limit" python3 -m pytest tests -v -n 12 -p no:cacheprovider -rfE \
+    "${serial[@]/#/--ignore=}" >"$OUT/tests-xdist.log" 2>&1
+  echo "xdist exit $?" >>"$OUT/tests-xdist.log"
+  wait
+  {
+    for f in "$OUT"/tests-xdist.log "$OUT"/tests-serial.log; do
+      echo "$(basename "$f"): passed $(grep -c ' PASSED' "$f"), failed $(grep -c ' FAILED' "$f"),"\
+        "errors $(grep -c ' ERROR' "$f"), crashed $(grep -c '^EXIT' "$f")"
+      grep -E '^(FAILED|ERROR|EXIT)|Fatal Python|Segmentation|passed|failed' "$f" | tail -20
+    done
+  } | tee "$OUT/tests-summary.txt"
+  ;;
+perf)
+  python3 -m perf /tmp/perf --device cuda "$@" 2>&1 | tee "$OUT/perf.log" | tail -40
+  cp /tmp/perf/*.md /tmp/perf/*.png /tmp/perf/*.pkl "$OUT/" 2>/dev/null
+  ;;
+*)
+  echo "usage: bash scripts/h200.sh tests [TIMEOUT_S] | perf [PERF ARGS...]" >&2
+  exit 2
+  ;;
+esac
