@@ -9,6 +9,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_utils import TestCase, run_tests
 
+from decomps.backward import MAX_UNROLLED_TAPS
 from tests.common import (
     RANKS,
     TABLE,
@@ -18,7 +19,6 @@ from tests.common import (
     memory_format_of,
     through_decompositions,
 )
-from decomps.backward import MAX_UNROLLED_TAPS
 from tests.test_forward import NEAREST_OPINFOS
 
 RATIOS = (2, 3, 1.5, 0.75, 0.5, 1.7, 0.6, 7 / 3)
