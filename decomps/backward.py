@@ -99,16 +99,19 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
     lead: list[Tensor | None] = [None] * (2 + first)
 
     if math.prod(bounds) <= MAX_UNROLLED_TAPS:
+        # Per moving dim and window position j: (index, inside), broadcast over the moving dims.
+        taps = []
+        for t, bound in enumerate(bounds):
+            shape = [1] * span
+            shape[t] = input_size[2 + first + t]
+            taps.append([(positions[t][:, j].view(shape), inside[t][:, j].view(shape + trailing))
+                         for j in range(bound)])
         total = None
-        for taps in itertools.product(*(range(b) for b in bounds)):
-            indices, valid = [], None
-            for t, j in enumerate(taps):
-                shape = [1] * span
-                shape[t] = input_size[2 + first + t]
-                indices.append(positions[t][:, j].view(shape))
-                in_window = inside[t][:, j].view(shape + trailing)
-                valid = in_window if valid is None else valid & in_window
-            term = torch.where(valid, aten._unsafe_index(g, lead + indices), 0)
+        for combination in itertools.product(*taps):
+            valid = combination[0][1]
+            for _, in_window in combination[1:]:
+                valid = valid & in_window
+            term = torch.where(valid, aten._unsafe_index(g, lead + [i for i, _ in combination]), 0)
             total = term if total is None else total + term
         return total
 

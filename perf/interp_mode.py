@@ -233,6 +233,7 @@ def run(args) -> int:
     if device == "cuda":
         copy_gbps = bench.measure_copy_bandwidth(device, args.num_threads, COPY_MIN_RUN_TIME)
         print(f"Device-to-device copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", flush=True)
+
     def save(collected: Collected) -> None:
         save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic,
                  package=package, copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
