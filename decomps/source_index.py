@@ -376,32 +376,55 @@ def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
 
 TIGHT_WINDOW_LIMIT = 2**23
 
+# Float32 index products stretch a window by a relative ``isize * 2**-21`` at most
+# (docs/semantics.md); the margin of ``ceil_ratio_bounds_windows`` is four times that.
+ROUNDING_MARGIN = 2**19
+
+
+def ceil_ratio_bounds_windows(isize, osize, scale, r: int):
+    """Whether ``r = ceil(ratio)`` bounds every window (a bool, or a SymBool for ``holds``).
+
+    In exact arithmetic a window spans ``ratio`` outputs (``osize / isize``, or the explicit
+    scale), so it holds at most ``ceil(ratio)`` of them; float32 rounding stretches it by a
+    relative ``isize * 2**-21`` at most. So ``ratio * (1 + isize / ROUNDING_MARGIN) <= r``:
+    a downsample (``r = 1``) or x1.5 (``r = 2``) qualifies, an integer ratio never does.
+    """
+    if is_explicit(scale):
+        return isize <= math.floor((r - scale) / scale * ROUNDING_MARGIN)
+    return osize * (ROUNDING_MARGIN + isize) <= r * isize * ROUNDING_MARGIN
+
 
 def window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
     """An upper bound on ``lo(i + 1) - lo(i)`` over all ``i`` that the graph may rely on.
 
-    Static sizes: the exact maximum. Symbolic sizes: ``r + 1`` (``r + 2`` for output sizes from
-    ``TIGHT_WINDOW_LIMIT`` on) for a ratio ``r`` (``ceil(scale)`` for an explicit scale), where
-    ``holds`` says it bounds every window (a guard under torch.compile, a proof while
-    exporting); None where no bound holds (the backward then scatters; tests/test_backward.py
-    covers both).
+    Static sizes: the exact maximum. Symbolic sizes, for a ratio with ``r = ceil(ratio)`` (the
+    explicit scale's where given): ``r`` where ``ceil_ratio_bounds_windows``, else ``r + 1``
+    (``r + 2`` for output sizes from ``TIGHT_WINDOW_LIMIT`` on), each where ``holds`` says it
+    bounds every window (a guard under torch.compile, a proof while exporting); None where no
+    bound holds (the backward then scatters; tests/test_backward.py covers both).
     """
     if is_static(isize, osize):
         return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
-    # A window holds at most ceil(ratio) + 1 outputs while float32 index products are within
-    # one unit of their real values, which output sizes below 2**23 ensure (docs/semantics.md).
-    slack = 1 if holds(osize < TIGHT_WINDOW_LIMIT) else 2
+
+    def widened(r: int) -> int:
+        # A window holds at most ceil(ratio) + 1 outputs while float32 index products are
+        # within one unit of their real values, which output sizes below 2**23 ensure.
+        return r + (1 if holds(osize < TIGHT_WINDOW_LIMIT) else 2)
+
     if is_explicit(scale):
         # CUDA's windows are steps of ceilf(i * scale). CPU's clamp to isize - 1 gives the last
         # input every output from about (isize - 1) * scale on: within the bound only if the
         # output size is at most isize * scale, as when it was computed from the scale.
-        if not isinstance(rule_or_cuda, Rule) or holds(torch.sym_float(osize) <= isize * scale):
-            return math.ceil(scale) + slack
-        return None
+        if isinstance(rule_or_cuda, Rule) and not holds(torch.sym_float(osize) <= isize * scale):
+            return None
+        r = math.ceil(scale)
+        return r if holds(ceil_ratio_bounds_windows(isize, osize, scale, r)) else widened(r)
     ratio = _ratio_hint(osize, isize, ceil=True)
     for r in range(ratio, 65) if torch.compiler.is_exporting() else [ratio]:
+        if holds(ceil_ratio_bounds_windows(isize, osize, None, r)):
+            return r
         if holds(osize <= r * isize):
-            return r + slack
+            return widened(r)
     return None
 
 

@@ -115,14 +115,17 @@ class TestBackward(TestCase):
         With an explicit scale, eager's CPU backward gives the last input every output from
         about ``(isize - 1) * scale`` on; a scale that did not produce the output size (a direct
         op call) makes that window longer than any bound from the scale: the graph scatters.
+        ``taps``: the window positions each grad_input element reads, ``ceil(ratio)`` where
+        ``source_index.ceil_ratio_bounds_windows`` holds (downsampling, x1.5), else one more
+        (integer ratios, or ratios too close to one for the size); 0 for a power-of-two repeat.
         """
-        cases = [
-            (1000, 1500, 1.5), (333, 999, 3.0), (100003, 170005, 1.7), (4096, 8192, 2.0),
-            (65536, 196608, None), (50, 23, None), (9, 31, None),
-            (7, 40, 0.5), (10, 40, 3.0), (10, 9, 1.3),  # output sizes the scale did not give
-            (10, 250, 25.0),  # a window bound past MAX_UNROLLED_TAPS: a sum over window dims
+        cases = [  # isize, osize, scale, taps
+            (1000, 1500, 1.5, 2), (333, 999, 3.0, 4), (100003, 170005, 1.7, 3), (4096, 8192, 2.0, 0),
+            (65536, 196608, None, 4), (50, 23, None, 1), (9, 31, None, 4), (10, 9, None, 1),
+            (7, 40, 0.5, 1), (10, 40, 3.0, 4), (10, 9, 1.3, 2),  # output sizes the scale did not give
+            (10, 250, 25.0, 26),  # a window bound past MAX_UNROLLED_TAPS: a sum over window dims
         ]
-        for (isize, osize, scale), exact in itertools.product(cases, (False, True)):
+        for (isize, osize, scale, taps), exact in itertools.product(cases, (False, True)):
             op = backward_op(1, exact)
 
             def backward(g, x):
@@ -140,7 +143,10 @@ class TestBackward(TestCase):
             # the gather is an unrolled sum of window positions up to MAX_UNROLLED_TAPS of them
             reduces = any(n.target == torch.ops.aten.sum.dim_IntList
                           and n.args[0].target == torch.ops.aten.where.self for n in graph.graph.nodes)
-            self.assertEqual(reduces, not scatters and (scale or 0) > MAX_UNROLLED_TAPS, msg)
+            self.assertEqual(reduces, not scatters and taps > MAX_UNROLLED_TAPS, msg)
+            if not scatters and not reduces:
+                reads = sum(n.target == torch.ops.aten._unsafe_index.Tensor for n in graph.graph.nodes)
+                self.assertEqual(reads, taps, msg)
 
     def test_half_precision_accumulates_in_float32(self, device):
         # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.

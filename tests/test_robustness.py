@@ -36,7 +36,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 
 import decomps
 import lowerings
-from decomps import ops
+from decomps import ops, source_index
 
 aten = torch.ops.aten
 TABLE = decomps.decomposition_table()
@@ -545,14 +545,16 @@ def test_automatic_dynamic_after_shape_change():
 
 def test_backward_without_scale_guards_on_the_size_ratio():
     """Backward of a fixed output ``size=`` with symbolic input sizes: the window bound guards on
-    ``osize <= r * isize`` per dim, ``r`` the example's ``ceil(osize / isize)``
-    (source_index.window_bound), so only a larger ratio than a graph's is a new graph."""
+    ``osize * (M + isize) <= r * isize * M`` per dim (``M = ROUNDING_MARGIN``, ``r`` the
+    example's ``ceil(osize / isize)``; source_index.ceil_ratio_bounds_windows), so only a larger
+    ratio than a graph's is a new graph."""
     shapes = [(2, 3, 5, 6), (2, 3, 6, 8), (2, 3, 7, 4), (2, 3, 10, 11)]
     rec = _run_stream(_f(size=(9, 13), mode="nearest"), shapes, grad=True)
     # static (5, 6); then r = (2, 2) for (6, 8); (7, 4) needs r = 4 along w; (10, 11) fits (2, 2).
     # Fewer when earlier tests left this code object dynamic (automatic dynamic is per code).
     assert rec.graphs <= 3, rec.guards
-    assert any(_has(g, r"^4\*s\d+ >= 13$") for g in rec.guards), rec.guards
+    m = source_index.ROUNDING_MARGIN
+    assert any(_has(g, rf"^13\*s\d+ \+ {13 * m} <= {4 * m}\*s\d+$") for g in rec.guards), rec.guards
 
 
 # 20 spatial sizes with oh + ow <= 128 (one CPU kernel choice), then across it.

@@ -105,32 +105,48 @@ class TestSourceIndex(TestCase):
         self.assertEqual(mismatches, [])
 
     def test_symbolic_window_bound_covers_every_window(self, device):
-        """The gather width of symbolic sizes below ``TIGHT_WINDOW_LIMIT``, ``ceil(osize / isize) + 1``
-        (``ceil(scale) + 1`` for an explicit scale), is at least every window of eager's backward (window_starts is
-        checked against eager above): all pairs to 150, random pairs to 2**22, ratios just
-        off an integer (``k * isize +- 1``, ``isize +- 1``) and output sizes just below the limit.
+        """The gather width of symbolic sizes below ``TIGHT_WINDOW_LIMIT`` is at least every
+        window of eager's backward (window_starts is checked against eager above): ``r =
+        ceil(osize / isize)`` (``ceil(scale)`` for an explicit scale) where
+        ``ceil_ratio_bounds_windows`` says so, else ``r + 1``. All pairs to 150, random pairs to
+        2**22, ratios just off an integer (``k * isize +- 1``, ``isize +- 1``), output sizes just
+        below the limit, and ratios at the edge of the ``r`` condition.
         """
         rng = random.Random(3)
         limit = source_index.TIGHT_WINDOW_LIMIT
+        margin = source_index.ROUNDING_MARGIN
         pairs = [(i, o) for i in range(1, 151) for o in range(1, 151)]
         pairs += [(rng.randint(1, 2**22), rng.randint(1, 2**22)) for _ in range(20)]
         for isize in (3, 7, 1000, 4095, 65537, 2**21 - 1):
             for k in (1, 2, 3, 5):
                 pairs += [(isize, k * isize + d) for d in (-1, 1) if 0 < k * isize + d < limit]
         pairs += [(i, limit - 1) for i in (limit - 2, 2**22 + 1, 3 * 2**20 + 7, 2**21 - 3, 1 << 20)]
+        # non-integer ratios whose CPU nearest-exact windows reach r + 1 (found by search)
+        pairs += [(3590676, 7181336), (2676878, 5353755), (2735765, 8207292)]
+        # the largest osize for which r alone is the bound, and the next one
+        edge = [(i, k * i * margin // (margin + i)) for i in (5, 999, 2**16 + 1, 2**19 - 7, 2**21) for k in (1, 2, 3)]
+        pairs += [(i, o + d) for i, o in edge for d in (0, 1) if o + d > 0]
         cases = [(i, o, None, -(-o // i)) for i, o in pairs]
-        # explicit scales: ceil(scale) + 1, on CPU where osize <= isize * scale (else no bound)
+        # explicit scales (on CPU only where osize <= isize * scale, else no bound), and scales at
+        # the edge of the r condition
         explicit = list(_explicit_cases()) + [(i, round(i * 1.5), 1.5) for i in (5, 77, 2**20 + 3)]
+        for i in (5, 999, 2**16 + 1, 2**19 - 7):
+            for k in (1, 2, 3):
+                scale = k * margin / (margin + i)
+                explicit += [(i, math.floor(i * scale), scale), (i, math.floor(i * scale), math.nextafter(scale, k))]
         cases += [(i, o, s, math.ceil(s)) for i, o, s in explicit if device != "cpu" or o <= i * s]
-        too_wide = []
+        too_wide, ceil_bounds = [], 0
         for exact in (False, True):
             rule = source_index.window_rule(torch.device(device), exact)
-            for isize, osize, scale, ratio in cases:
+            for isize, osize, scale, r in cases:
                 lo = source_index.window_starts(isize, osize, scale, rule, device)
                 widest = int((lo[1:] - lo[:-1]).max())
-                if widest > ratio + 1:
-                    too_wide.append((exact, isize, osize, scale, widest))
+                tight = source_index.ceil_ratio_bounds_windows(isize, osize, scale, r)
+                ceil_bounds += tight
+                if widest > (r if tight else r + 1):
+                    too_wide.append((exact, isize, osize, scale, widest, tight))
         self.assertEqual(too_wide, [])
+        self.assertGreater(ceil_bounds, len(cases) // 2)  # r alone is the bound for most pairs
 
     def test_no_float_round_trip_in_symbolic_graphs(self, device):
         """No float64 -> float32 -> float64 convert chain in any decomposition's symbolic graph.
