@@ -405,6 +405,12 @@ def window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
     """
     if is_static(isize, osize):
         return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
+    return symbolic_window_bound(isize, osize, scale, rule_or_cuda)
+
+
+def symbolic_window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
+    """``window_bound``'s rule for symbolic sizes; with ints (tests) ``holds`` takes each
+    condition as it is."""
 
     def widened(r: int) -> int:
         # A window holds at most ceil(ratio) + 1 outputs while float32 index products are

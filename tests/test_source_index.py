@@ -141,10 +141,11 @@ class TestSourceIndex(TestCase):
             for isize, osize, scale, r in cases:
                 lo = source_index.window_starts(isize, osize, scale, rule, device)
                 widest = int((lo[1:] - lo[:-1]).max())
-                tight = source_index.ceil_ratio_bounds_windows(isize, osize, scale, r)
-                ceil_bounds += tight
-                if widest > (r if tight else r + 1):
-                    too_wide.append((exact, isize, osize, scale, widest, tight))
+                bound = source_index.symbolic_window_bound(isize, osize, scale, rule)
+                self.assertIn(bound, (r, r + 1), msg=(isize, osize, scale))
+                ceil_bounds += bound == r
+                if widest > bound:
+                    too_wide.append((exact, isize, osize, scale, widest, bound))
         self.assertEqual(too_wide, [])
         self.assertGreater(ceil_bounds, len(cases) // 2)  # r alone is the bound for most pairs
 
