@@ -75,6 +75,29 @@ def _window_starts(isize, osize, scale, rule, device, identity_if) -> Tensor:
 MAX_UNROLLED_TAPS = 16
 
 
+# Longest period (inputs) of the innermost dim whose windows become sums of slices, and from
+# which rank on, per device type. Measured with perf/period_probe.py (docs/perf.md, finding 3):
+# on CPU they beat the gather in every rank; on an H200 in 2d (x1.5 f16: 1.25x static, 1.45x
+# dynamic) and 3d (1.03x / 1.08x), not in 1d (0.85x dynamic).
+MAX_PERIOD_SUMS = 8
+PERIOD_MIN_RANK = {"cpu": 1, "cuda": 2}
+
+
+def _sum_periods(g: Tensor, dim: int, period: source_index.Period) -> Tensor:
+    """``out[.., m p + j, ..] = sum(g[.., m q + table[j] : m q + table[j + 1], ..])``: the window
+    sums of each period of g, from slices, concatenated."""
+    dim = dim % g.dim()
+    periods = g.unflatten(dim, (g.shape[dim] // period.outputs, period.outputs))
+    sums = []
+    for start, end in zip(period.table, period.table[1:]):
+        if end == start:  # no output reads this input
+            sums.append(torch.zeros_like(periods.narrow(dim + 1, 0, 1)))
+            continue
+        window = periods.narrow(dim + 1, start, end - start)
+        sums.append(window.sum(dim + 1, keepdim=True) if end - start > 1 else window)
+    return torch.cat(sums, dim + 1).flatten(dim, dim + 1)
+
+
 def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
     """``sum_j g[.., lo(i) + j, ..]`` over ``j < lo(i + 1) - lo(i)`` for dims first..last.
 
@@ -174,6 +197,21 @@ def upsample_nearest_backward(
     patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
     g = grad_output.to(_accumulation_dtype(dtype))
 
+    concatenated = None
+    sliceable = n >= PERIOD_MIN_RANK.get(grad_output.device.type, math.inf)
+    sliceable = sliceable and memory_format == torch.contiguous_format
+    if sliceable and patterns[-1] is None:
+        # The innermost dim only, as in the forward: outer dims gather whole rows.
+        period = source_index.window_period(
+            isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SUMS
+        )
+        if period is not None:
+            g = concatenated = _sum_periods(g, -1, period)
+            # From here on that dim is done: equal sizes, unit windows.
+            patterns[-1] = Pattern("identity")
+            output_size = [*output_size[:-1], isizes[-1]]
+            scales = [*scales[:-1], None]
+
     if all(p is not None for p in patterns):
         for d, p in enumerate(patterns):
             if p.kind == "stride":
@@ -186,6 +224,8 @@ def upsample_nearest_backward(
         args = (g, input_size, output_size, scales, rule, moving[0], moving[-1], identity_if)
         summed = _gather_windows(*args)
         g = _scatter_to_sources(*args) if summed is None else summed
+    if g is concatenated:  # already a new contiguous tensor: a clone would copy it once more
+        return g.to(dtype)
     # clone, not contiguous: never alias grad_output, canonical strides for size-1 dims.
     return g.to(dtype).clone(memory_format=memory_format)
 

@@ -2,12 +2,15 @@
 
 Each spatial dim gets eager's source index from ``source_index``. Where eager's map provably
 needs no index tensor the decomposition uses views instead: identity, ``o // k`` as
-expand + reshape, ``o * k + offset`` as a strided slice (see docs/semantics.md). Any other dim
-reads through ``aten._unsafe_index`` with an index computed in the graph from an integer arange.
+expand + reshape, ``o * k + offset`` as a strided slice (see docs/semantics.md), and on CPU a
+map with a short period (a ratio such as 2 / 3) as slices of each period, concatenated. Any
+other dim reads through ``aten._unsafe_index`` with an index computed in the graph from an
+integer arange.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -48,6 +51,22 @@ def _repeat(x: Tensor, factors: Sequence[int]) -> Tensor:
     return x.reshape(expanded_view).expand(expanded).reshape(final)
 
 
+# Longest period (outputs) of the innermost dim that becomes slices, and from which rank on,
+# per device type: Inductor's C++ backend copies each slice of a cat with strided loops, where
+# a gather loads element by element through a buffer (docs/perf.md, finding 3); on CUDA the
+# cat is one masked kernel, slower than the gather with static shapes (perf/period_probe.py).
+MAX_PERIOD_SLICES = 8
+PERIOD_MIN_RANK = {"cpu": 1}
+
+
+def _slice_periods(x: Tensor, dim: int, period: source_index.Period) -> Tensor:
+    """``out[.., m q + t, ..] = x[.., m p + table[t], ..]``: the q slices of each period of x."""
+    dim = dim % x.dim()
+    periods = x.unflatten(dim, (x.shape[dim] // period.inputs, period.inputs))
+    slices = [periods.narrow(dim + 1, src, 1) for src in period.table]
+    return torch.cat(slices, dim + 1).flatten(dim, dim + 1)
+
+
 def upsample_nearest(
     input: Tensor,
     output_size: Sequence,
@@ -68,11 +87,25 @@ def upsample_nearest(
     for d, (p, o) in enumerate(zip(patterns, output_size)):
         if p is not None and p.kind == "stride":
             x = _slice_strided(x, 2 + d, o, p)
+    concatenated = None
+    sliceable = n >= PERIOD_MIN_RANK.get(input.device.type, math.inf)
+    sliceable = sliceable and memory_format == torch.contiguous_format
+    if sliceable and patterns[-1] is None and all(p is not None for p in patterns[:-1]):
+        # The innermost dim only, and only where no outer dim gathers: the slices then make the
+        # output in one pass (two with a repeat); before an outer gather they would be an extra
+        # pass over memory (3d x1.5 at 2 threads: 0.81x the gather alone).
+        period = source_index.forward_period(
+            isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SLICES
+        )
+        if period is not None:
+            x = concatenated = _slice_periods(x, -1, period)
+            patterns[-1] = Pattern("identity")
     if all(p is not None for p in patterns):
         factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
         if any(k > 1 for k in factors):
             x = _repeat(x, factors)
-        return x.clone(memory_format=memory_format)
+        # A cat's output is already a new contiguous tensor: a clone would copy it once more.
+        return x if x is concatenated else x.clone(memory_format=memory_format)
 
     # Index tensors for every dim from the first to the last one that still moves data
     # (adjacent advanced indices keep their place); dims outside that range stay whole.

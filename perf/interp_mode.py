@@ -206,6 +206,19 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
     return collected
 
 
+def compile_each_case_afresh() -> None:
+    """Turn off the graph caches (FX graph, AOTAutograd) for this process.
+
+    With ``dynamic=True`` cases of the same code trace the same graph, so a cached one, compiled
+    for an earlier case's sizes, would be reused along with the size-dependent choices made for
+    it. Compiled kernels may still be reused.
+    """
+    import torch
+
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+
+
 def run(args) -> int:
     import torch
 
@@ -217,6 +230,7 @@ def run(args) -> int:
     package = load_package(args.tag)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     torch.set_num_threads(args.num_threads)
+    compile_each_case_afresh()
     min_run_time = args.min_run_time or (QUICK_MIN_RUN_TIME if args.quick else DEFAULT_MIN_RUN_TIME)
     modes, cases = select_cases(args, device)
     args.output_dir.mkdir(parents=True, exist_ok=True)

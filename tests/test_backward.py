@@ -118,14 +118,16 @@ class TestBackward(TestCase):
         ``taps``: the window positions each grad_input element reads, ``ceil(ratio)`` where
         ``source_index.ceil_ratio_bounds_windows`` holds (downsampling, x1.5), else one more
         (integer ratios, or ratios too close to one for the size); 0 for a power-of-two repeat.
+        On CPU a ratio with a short period (2 / 3, 3 / 2) sums slices of each period instead.
         """
-        cases = [  # isize, osize, scale, taps
-            (1000, 1500, 1.5, 2), (333, 999, 3.0, 4), (100003, 170005, 1.7, 3), (4096, 8192, 2.0, 0),
-            (65536, 196608, None, 4), (50, 23, None, 1), (9, 31, None, 4), (10, 9, None, 1),
-            (7, 40, 0.5, 1), (10, 40, 3.0, 4), (10, 9, 1.3, 2),  # output sizes the scale did not give
-            (10, 250, 25.0, 26),  # a window bound past MAX_UNROLLED_TAPS: a sum over window dims
+        cases = [  # isize, osize, scale, taps, short period (sums of slices on CPU)
+            (1000, 1500, 1.5, 2, True), (333, 999, 3.0, 4, False), (100003, 170005, 1.7, 3, False),
+            (4096, 8192, 2.0, 0, False), (65536, 196608, None, 4, False), (50, 23, None, 1, False),
+            (9, 31, None, 4, False), (10, 9, None, 1, False), (600, 400, None, 1, True),
+            (7, 40, 0.5, 1, False), (10, 40, 3.0, 4, False), (10, 9, 1.3, 2, False),  # output sizes the scale did not give
+            (10, 250, 25.0, 26, False),  # a window bound past MAX_UNROLLED_TAPS: a sum over window dims
         ]
-        for (isize, osize, scale, taps), exact in itertools.product(cases, (False, True)):
+        for (isize, osize, scale, taps, period), exact in itertools.product(cases, (False, True)):
             op = backward_op(1, exact)
 
             def backward(g, x):
@@ -137,9 +139,15 @@ class TestBackward(TestCase):
             msg = f"{isize} -> {osize} scale {scale} exact {exact}"
             assert_grad_close(self, graph(g, x), op(g, [osize], [2, 3, isize], scale),
                               gradient_tolerance(g, lambda t: op(t, [osize], [2, 3, isize], scale)), msg)
+            cpu = torch.device(device).type == "cpu"
+            slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
+            self.assertEqual(slices, period and cpu, msg)
+            if slices:
+                self.assertFalse(any(n.target == torch.ops.aten._unsafe_index.Tensor for n in graph.graph.nodes))
+                continue
             scatters = any(n.target == torch.ops.aten.index_put.default for n in graph.graph.nodes)
             inconsistent = scale is not None and osize > isize * scale
-            self.assertEqual(scatters, inconsistent and torch.device(device).type == "cpu", msg)
+            self.assertEqual(scatters, inconsistent and cpu, msg)
             # the gather is an unrolled sum of window positions up to MAX_UNROLLED_TAPS of them
             reduces = any(n.target == torch.ops.aten.sum.dim_IntList
                           and n.args[0].target == torch.ops.aten.where.self for n in graph.graph.nodes)
@@ -147,6 +155,21 @@ class TestBackward(TestCase):
             if not scatters and not reduces:
                 reads = sum(n.target == torch.ops.aten._unsafe_index.Tensor for n in graph.graph.nodes)
                 self.assertEqual(reads, taps, msg)
+
+    def test_short_periods(self, device):
+        """Innermost dims whose windows repeat with a short period (sums of slices on CPU, and on
+        CUDA from 2d on), alone and after an outer dim's gather or repeat, every dtype, static
+        sizes."""
+        cases = [([10], [15]), ([12], [8]), ([7, 8], [11, 14]), ([6, 20], [12, 30]),
+                 ([3, 4, 6], [5, 6, 9]), ([6, 4, 4], [4, 8, 6])]
+        for (isize, osize), exact, dtype in itertools.product(cases, (False, True), FLOAT_DTYPES):
+            g = torch.randn([2, 3] + osize, dtype=dtype, device=device)
+            self._check(g, osize, [2, 3] + isize, [None] * len(osize), exact)
+            op = backward_op(len(osize), exact)
+            graph = make_fx(lambda g: TABLE[op](g, osize, [2, 3] + isize), decomposition_table=TABLE)(g)
+            slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
+            cpu = torch.device(device).type == "cpu"
+            self.assertEqual(slices, cpu or len(osize) > 1, msg=(isize, osize))  # CUDA: 2d, 3d
 
     def test_half_precision_accumulates_in_float32(self, device):
         # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.

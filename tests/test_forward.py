@@ -83,13 +83,18 @@ class TestForward(TestCase):
         assert_same(self, actual, expected, msg=f"{list(x.shape)} {x.stride()} -> {output_size} {scales}")
 
     def test_all_ranks_modes_dtypes_layouts(self, device):
-        # Sizes that hit every path: identity, x2 / x4 repeat, x3 repeat, stride, gather.
+        # Sizes that hit every path: identity, x2 / x4 repeat, x3 repeat, stride, gather, and a
+        # short period along the innermost dim (slices on CPU where no outer dim gathers, e.g.
+        # 10 -> 15, 26 -> 6, (6, 8) -> (12, 14); a gather after an outer gather, (6, 8) -> (9, 14)).
         cases = {
-            1: [((2, 3, 16), [32]), ((2, 3, 16), [48]), ((2, 3, 17), [8]), ((1, 1, 7), [11])],
+            1: [((2, 3, 16), [32]), ((2, 3, 16), [48]), ((2, 3, 17), [8]), ((1, 1, 7), [11]),
+                ((2, 3, 10), [15]), ((2, 3, 26), [6])],
             2: [((2, 5, 8, 6), [16, 12]), ((2, 3, 9, 8), [3, 16]), ((1, 4, 7, 5), [11, 5]),
-                ((2, 4, 20, 30), [13, 70]), ((3, 1, 6, 6), [24, 24])],
+                ((2, 4, 20, 30), [13, 70]), ((3, 1, 6, 6), [24, 24]), ((2, 3, 6, 8), [9, 14]),
+                ((2, 3, 6, 8), [12, 14])],
             3: [((1, 5, 4, 6, 5), [8, 12, 5]), ((2, 2, 6, 4, 5), [3, 9, 10]),
-                ((1, 4, 3, 3, 8), [6, 6, 4])],
+                ((1, 4, 3, 3, 8), [6, 6, 4]), ((1, 2, 4, 6, 4), [6, 9, 6]),
+                ((1, 2, 4, 3, 4), [8, 3, 6])],
         }
         for rank in RANKS:
             for (shape, osize), dtype, exact in itertools.product(cases[rank], DTYPES, (False, True)):
@@ -137,6 +142,47 @@ class TestForward(TestCase):
                         self._check(x, [s + 3 for s in shape[2:]], [None] * rank, exact)
 
 
+class TestShortPeriods(TestCase):
+    """Innermost dims whose map repeats with a short period: slices on CPU where no outer dim
+    gathers, a gather elsewhere."""
+
+    def test_symbolic_sizes(self, device):
+        # Traced once with symbolic sizes (a guard on the ratio and the size limit), then run at
+        # other sizes with the same ratio: x1.5 by scale factor, and 4 -> 7 by output size.
+        cases = [(aten.upsample_nearest1d.vec, aten._upsample_nearest_exact1d.vec, [10, 64, 1000, 2**16]),
+                 (aten.upsample_nearest2d.vec, aten._upsample_nearest_exact2d.vec, [4, 40, 400])]
+        for nearest, exact, widths in cases:
+            for vec in (nearest, exact):
+                two_d = vec in (aten.upsample_nearest2d.vec, aten._upsample_nearest_exact2d.vec)
+
+                def upsample(x):
+                    if two_d:
+                        return vec(x, [x.shape[2] * 2, x.shape[3] * 7 // 4], None)
+                    return vec(x, None, [1.5])
+
+                first = torch.randn((2, 3, 6, widths[0]) if two_d else (2, 3, widths[0]), device=device)
+                graph = make_fx(upsample, decomposition_table=TABLE, tracing_mode="symbolic")(first)
+                slices = any(n.target == aten.cat.default for n in graph.graph.nodes)
+                self.assertEqual(slices, torch.device(device).type == "cpu", msg=vec)
+                for w in widths:
+                    x = torch.randn((2, 3, 5, w) if two_d else (1, 2, w), device=device)
+                    assert_same(self, graph(x), upsample(x), msg=f"{vec} {w}")
+
+    def test_outer_gather_keeps_the_gather(self, device):
+        x = torch.randn(2, 3, 6, 8, device=device)
+        for osize, slices in (([12, 14], True), ([9, 14], False), ([3, 14], True)):
+            graph = make_fx(lambda x: aten.upsample_nearest2d(x, osize), decomposition_table=TABLE)(x)
+            found = any(n.target == aten.cat.default for n in graph.graph.nodes)
+            self.assertEqual(found, slices and torch.device(device).type == "cpu", msg=osize)
+            assert_same(self, graph(x), aten.upsample_nearest2d(x, osize))
+
+    def test_channels_last_keeps_the_gather(self, device):
+        x = torch.randn(2, 4, 6, 8, device=device).contiguous(memory_format=torch.channels_last)
+        graph = make_fx(lambda x: aten.upsample_nearest2d(x, [9, 14]), decomposition_table=TABLE)(x)
+        self.assertFalse(any(n.target == aten.cat.default for n in graph.graph.nodes))
+        assert_same(self, graph(x), aten.upsample_nearest2d(x, [9, 14]))
+
+
 class TestForwardGraphs(TestCase):
     """The decomposition's graph for three typical cases (static shapes, CPU)."""
 
@@ -157,7 +203,7 @@ def forward(self, x_1):
 
     def test_graph_non_integer_ratio_gathers(self):
         x = torch.randn(1, 2, 3, 4)
-        code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 6]), x)
+        code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
     arange = torch.ops.aten.arange.default(5, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
@@ -167,9 +213,9 @@ def forward(self, x_1):
     _to_copy_1 = torch.ops.aten._to_copy.default(floor, dtype = torch.int64);  floor = None
     clamp_max = torch.ops.aten.clamp_max.default(_to_copy_1, 2);  _to_copy_1 = None
     view = torch.ops.aten.view.default(clamp_max, [-1, 1]);  clamp_max = None
-    arange_1 = torch.ops.aten.arange.default(6, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
+    arange_1 = torch.ops.aten.arange.default(9, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
     _to_copy_2 = torch.ops.aten._to_copy.default(arange_1, dtype = torch.float32);  arange_1 = None
-    mul_1 = torch.ops.aten.mul.Tensor(_to_copy_2, 0.6666666865348816);  _to_copy_2 = None
+    mul_1 = torch.ops.aten.mul.Tensor(_to_copy_2, 0.4444444477558136);  _to_copy_2 = None
     floor_1 = torch.ops.aten.floor.default(mul_1);  mul_1 = None
     _to_copy_3 = torch.ops.aten._to_copy.default(floor_1, dtype = torch.int64);  floor_1 = None
     clamp_max_1 = torch.ops.aten.clamp_max.default(_to_copy_3, 3);  _to_copy_3 = None
@@ -177,6 +223,21 @@ def forward(self, x_1):
     _unsafe_index = torch.ops.aten._unsafe_index.Tensor(x_1, [None, None, view, view_1]);  x_1 = view = view_1 = None
     clone = torch.ops.aten.clone.default(_unsafe_index, memory_format = torch.contiguous_format);  _unsafe_index = None
     return clone""")
+
+    def test_graph_short_period_is_slices(self):
+        # 4 -> 6 along the innermost dim repeats (0, 0, 1) every 2 inputs: 3 slices of each
+        # period; the outer dim's 3 -> 3 is the identity.
+        x = torch.randn(1, 2, 3, 4)
+        code = self._graph(lambda x: aten.upsample_nearest2d(x, [3, 6]), x)
+        self.assertExpectedInline(code, """\
+def forward(self, x_1):
+    view = torch.ops.aten.view.default(x_1, [1, 2, 3, 2, 2]);  x_1 = None
+    slice_1 = torch.ops.aten.slice.Tensor(view, 4, 0, 1)
+    slice_2 = torch.ops.aten.slice.Tensor(view, 4, 0, 1)
+    slice_3 = torch.ops.aten.slice.Tensor(view, 4, 1, 2);  view = None
+    cat = torch.ops.aten.cat.default([slice_1, slice_2, slice_3], 4);  slice_1 = slice_2 = slice_3 = None
+    view_1 = torch.ops.aten.view.default(cat, [1, 2, 3, 6]);  cat = None
+    return view_1""")
 
     def test_graph_downsample_is_strided_slice(self):
         x = torch.randn(1, 2, 8, 6)
@@ -191,6 +252,7 @@ def forward(self, x_1):
 
 instantiate_device_type_tests(TestForwardOpInfo, globals(), only_for=("cpu", "cuda"))
 instantiate_device_type_tests(TestForward, globals(), only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestShortPeriods, globals(), only_for=("cpu", "cuda"))
 
 if __name__ == "__main__":
     run_tests()

@@ -157,3 +157,30 @@ def test_the_pickle_is_saved_after_every_case(monkeypatch, tmp_path):
     assert saved == [2, 4]
     assert len(load_run(path).rows) == 4
     assert not (tmp_path / "run.pkl.partial").exists()
+
+
+def test_each_case_compiles_its_own_graph(monkeypatch):
+    """Two cases of the same code with dynamic=True: each one is decomposed for its own sizes."""
+    import torch
+    import torch.nn.functional as F
+
+    import decomps.forward
+
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", True)
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", True)
+    interp_mode.compile_each_case_afresh()
+    assert not torch._inductor.config.fx_graph_cache
+    assert not torch._functorch.config.enable_autograd_cache
+    traced = []
+    original = decomps.forward.upsample_nearest
+    monkeypatch.setattr(decomps.forward, "upsample_nearest",
+                        lambda x, *a, **k: traced.append(x.shape) or original(x, *a, **k))
+
+    def upsample(x):
+        return F.interpolate(x, size=(6, 7), mode="nearest")
+
+    for shape in ((1, 2, 5, 4), (1, 2, 3, 4)):
+        torch._dynamo.reset()
+        x = torch.randn(shape)
+        torch.testing.assert_close(torch.compile(upsample, dynamic=True)(x), upsample(x), rtol=0, atol=0)
+    assert len(traced) == 2, traced
