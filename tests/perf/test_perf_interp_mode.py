@@ -166,11 +166,6 @@ def test_each_case_compiles_its_own_graph(monkeypatch):
 
     import decomps.forward
 
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", True)
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", True)
-    interp_mode.compile_each_case_afresh()
-    assert not torch._inductor.config.fx_graph_cache
-    assert not torch._functorch.config.enable_autograd_cache
     traced = []
     original = decomps.forward.upsample_nearest
     monkeypatch.setattr(decomps.forward, "upsample_nearest",
@@ -179,8 +174,16 @@ def test_each_case_compiles_its_own_graph(monkeypatch):
     def upsample(x):
         return F.interpolate(x, size=(6, 7), mode="nearest")
 
-    for shape in ((1, 2, 5, 4), (1, 2, 3, 4)):
-        torch._dynamo.reset()
-        x = torch.randn(shape)
-        torch.testing.assert_close(torch.compile(upsample, dynamic=True)(x), upsample(x), rtol=0, atol=0)
+    # config.patch restores both settings afterwards (monkeypatch would delete them)
+    before = (torch._inductor.config.fx_graph_cache, torch._functorch.config.enable_autograd_cache)
+    with torch._inductor.config.patch(fx_graph_cache=True), \
+            torch._functorch.config.patch(enable_autograd_cache=True):
+        interp_mode.compile_each_case_afresh()
+        assert not torch._inductor.config.fx_graph_cache
+        assert not torch._functorch.config.enable_autograd_cache
+        for shape in ((1, 2, 5, 4), (1, 2, 3, 4)):
+            torch._dynamo.reset()
+            x = torch.randn(shape)
+            torch.testing.assert_close(torch.compile(upsample, dynamic=True)(x), upsample(x), rtol=0, atol=0)
+    assert (torch._inductor.config.fx_graph_cache, torch._functorch.config.enable_autograd_cache) == before
     assert len(traced) == 2, traced
