@@ -83,19 +83,19 @@ MAX_PERIOD_SUMS = 8
 PERIOD_MIN_RANK = {"cpu": 1, "cuda": 2}
 
 
-def _sum_periods(g: Tensor, dim: int, period: source_index.Period) -> Tensor:
-    """``out[.., m p + j, ..] = sum(g[.., m q + table[j] : m q + table[j + 1], ..])``: the window
-    sums of each period of g, from slices, concatenated."""
-    dim = dim % g.dim()
-    periods = g.unflatten(dim, (g.shape[dim] // period.outputs, period.outputs))
+def _sum_periods(g: Tensor, period: source_index.Period) -> Tensor:
+    """``out[.., m p + j] = sum(g[.., m q + table[j] : m q + table[j + 1]])``: the window sums of
+    each period of g's last dim, from slices, concatenated."""
+    periods = g.unflatten(-1, (g.shape[-1] // period.outputs, period.outputs))
+    last = periods.dim() - 1
     sums = []
     for start, end in zip(period.table, period.table[1:]):
         if end == start:  # no output reads this input
-            sums.append(torch.zeros_like(periods.narrow(dim + 1, 0, 1)))
+            sums.append(torch.zeros_like(periods.narrow(last, 0, 1)))
             continue
-        window = periods.narrow(dim + 1, start, end - start)
-        sums.append(window.sum(dim + 1, keepdim=True) if end - start > 1 else window)
-    return torch.cat(sums, dim + 1).flatten(dim, dim + 1)
+        window = periods.narrow(last, start, end - start)
+        sums.append(window.sum(last, keepdim=True) if end - start > 1 else window)
+    return torch.cat(sums, last).flatten(-2)
 
 
 def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
@@ -206,7 +206,7 @@ def upsample_nearest_backward(
             isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SUMS
         )
         if period is not None:
-            g = concatenated = _sum_periods(g, -1, period)
+            g = concatenated = _sum_periods(g, period)
             # From here on that dim is done: equal sizes, unit windows.
             patterns[-1] = Pattern("identity")
             output_size = [*output_size[:-1], isizes[-1]]

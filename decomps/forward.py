@@ -59,12 +59,11 @@ MAX_PERIOD_SLICES = 8
 PERIOD_MIN_RANK = {"cpu": 1}
 
 
-def _slice_periods(x: Tensor, dim: int, period: source_index.Period) -> Tensor:
-    """``out[.., m q + t, ..] = x[.., m p + table[t], ..]``: the q slices of each period of x."""
-    dim = dim % x.dim()
-    periods = x.unflatten(dim, (x.shape[dim] // period.inputs, period.inputs))
-    slices = [periods.narrow(dim + 1, src, 1) for src in period.table]
-    return torch.cat(slices, dim + 1).flatten(dim, dim + 1)
+def _slice_periods(x: Tensor, period: source_index.Period) -> Tensor:
+    """``out[.., m q + t] = x[.., m p + table[t]]``: the q slices of each period of x's last dim."""
+    periods = x.unflatten(-1, (x.shape[-1] // period.inputs, period.inputs))
+    last = periods.dim() - 1
+    return torch.cat([periods.narrow(last, src, 1) for src in period.table], last).flatten(-2)
 
 
 def upsample_nearest(
@@ -98,7 +97,7 @@ def upsample_nearest(
             isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SLICES
         )
         if period is not None:
-            x = concatenated = _slice_periods(x, -1, period)
+            x = concatenated = _slice_periods(x, period)
             patterns[-1] = Pattern("identity")
     if all(p is not None for p in patterns):
         factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
