@@ -18,7 +18,7 @@ from torch import Tensor
 from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
-from . import checks, source_index
+from . import alignment, checks, source_index
 from ._registry import register
 from .ops import BACKWARD
 from .source_index import Pattern
@@ -183,6 +183,10 @@ def upsample_nearest_backward(
     n = len(scales)  # the op's spatial rank: one scales_* argument per dim
     checks.check_backward(grad_output, output_size, input_size, n, exact)
     memory_format = backward_memory_format(grad_output)
+    alignment.note_alignment(
+        grad_output.device,
+        [(grad_output.shape, suggest_memory_format(grad_output)), (input_size, memory_format)],
+    )
     dtype = grad_output.dtype
     isizes = input_size[2:]
     identity_if = None  # CUDA 2d, symbolic sizes: a 0-d bool, the sizes match at run time

@@ -18,7 +18,7 @@ from torch import Tensor
 from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
-from . import checks, source_index
+from . import alignment, checks, source_index
 from ._registry import register
 from .ops import FORWARD
 from .source_index import Pattern
@@ -81,6 +81,7 @@ def upsample_nearest(
         source_index.forward_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
     ]
     memory_format = output_memory_format(input)
+    alignment.note_alignment(input.device, alignment.input_and_output(input, output_size, memory_format))
 
     x = input
     for d, (p, o) in enumerate(zip(patterns, output_size)):

@@ -1,9 +1,10 @@
 """The only place this project touches Inductor internals.
 
 ``install(table)`` puts the package's decompositions into Inductor's decomposition table (which
-AOTAutograd applies below autograd) and moves Inductor's own nearest-upsample lowerings aside, so
-every nearest upsample reaching Inductor is lowered from our aten graph. It returns a callable
-that restores Inductor's stock state exactly.
+AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
+every nearest upsample reaching Inductor is lowered from our aten graph, and adds two code
+generation facts (``divisibility``, ``package_kernels``). It returns a callable that restores
+Inductor's stock state exactly.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+
+from . import divisibility, package_kernels
+from ._undo import swap_entries
 
 aten = torch.ops.aten
 
@@ -42,37 +46,53 @@ def missing_hooks() -> list[str]:
     return missing
 
 
-def _swap(table: dict, entries: dict) -> Callable[[], None]:
-    """Sets ``table[k] = v`` (``v is None`` deletes) and returns the exact undo."""
-    absent = object()
-    saved = {k: table.get(k, absent) for k in entries}
-    for key, value in entries.items():
-        if value is None:
-            table.pop(key, None)
-        else:
-            table[key] = value
+def missing_codegen_hooks() -> list[str]:
+    """Inductor internals the code generation facts rely on; without them, those stay off."""
+    missing = []
+    try:
+        from torch._inductor.codegen import triton
+        from torch._inductor.sizevars import SizeVarAllocator
+    except ImportError:
+        return ["torch._inductor.codegen.triton"]
+    if not callable(getattr(SizeVarAllocator, "statically_known_multiple_of", None)):
+        missing.append("SizeVarAllocator.statically_known_multiple_of")
+    if not callable(getattr(triton, "signature_to_meta", None)):
+        missing.append("torch._inductor.codegen.triton.signature_to_meta")
+    from torch._inductor.codegen.simd import SIMDScheduling
 
-    def undo() -> None:
-        for key, value in saved.items():
-            if value is absent:
-                table.pop(key, None)
-            else:
-                table[key] = value
+    if not isinstance(SIMDScheduling.__dict__.get("get_tiling_and_scores"), classmethod):
+        missing.append("SIMDScheduling.get_tiling_and_scores")
+    return missing
 
-    return undo
+
+def codegen_hooks() -> dict[str, object]:
+    """The Inductor attributes ``install`` replaces for the code generation facts (the class
+    entry, so a classmethod compares by identity)."""
+    from torch._inductor.codegen import simd, triton
+    from torch._inductor.sizevars import SizeVarAllocator
+
+    return {
+        "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
+        "codegen.triton.signature_to_meta": triton.signature_to_meta,
+        "SIMDScheduling.get_tiling_and_scores": simd.SIMDScheduling.__dict__.get("get_tiling_and_scores"),
+    }
 
 
 def install(decompositions: dict) -> Callable[[], None]:
     from torch._inductor import decomposition, lowering
 
-    undo_decomps = _swap(decomposition.decompositions, decompositions)
-    undo_lowerings = _swap(lowering.lowerings, dict.fromkeys(STOCK_LOWERED))
+    undo = [
+        swap_entries(decomposition.decompositions, decompositions),
+        swap_entries(lowering.lowerings, dict.fromkeys(STOCK_LOWERED)),
+    ]
+    if not missing_codegen_hooks():
+        undo += [divisibility.install(), package_kernels.install()]
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()
 
     def uninstall() -> None:
-        undo_lowerings()
-        undo_decomps()
+        for step in reversed(undo):
+            step()
         decomposition.fast_random_decomps.cache_clear()
 
     return uninstall

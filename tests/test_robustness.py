@@ -649,6 +649,7 @@ def _snapshot() -> dict[str, dict]:
         # keeps snapshots comparable)
         "py_kernels": {op: dict(op.py_kernels) for op in _materialized_overloads() if op.py_kernels},
         "cache_key_tag": {"tag": torch.compiler.config.cache_key_tag},
+        "inductor codegen hooks": lowerings.codegen_hooks(),
     }
 
 
@@ -711,7 +712,7 @@ def test_install_touches_only_the_nearest_family():
     decomps.install()
     changed = _diff(stock, _snapshot(), strict=True)
     assert set(changed) <= {"inductor decompositions", "inductor lowerings", "select_decomp_table()",
-                            "py_kernels", "cache_key_tag"}
+                            "py_kernels", "cache_key_tag", "inductor codegen hooks"}
     for table in ("inductor decompositions", "select_decomp_table()", "py_kernels"):
         assert set(changed.get(table, ())) <= NEAREST_OVERLOADS, changed.get(table)
     assert set(changed["inductor lowerings"]) <= set(lowerings.STOCK_LOWERED)

@@ -1,0 +1,74 @@
+"""Divisibility of kernel size arguments that a guard proved.
+
+Inductor marks a kernel argument ``tt.divisibility = 16`` only where
+``SizeVarAllocator.statically_known_multiple_of`` proves it, and with dynamic shapes that proof
+does not use the guards already taken: after a guard ``Eq(Mod(s0, 16), 0)`` (recorded by the
+shape env in ``ShapeEnv.divisible``), torch 2.11 still cannot prove ``s0`` or ``4*s0*s1`` a
+multiple of 16, and torch 2.13's structural check cannot prove ``2*s0`` one after a guard on
+``Mod(2*s0, 16)``. Without the attribute Triton cannot vectorize loads and stores whose index
+uses those sizes (docs/findings.md, "Dynamic shapes").
+
+``install()`` extends the check with the divisors those recorded guards give each size symbol,
+carried through products, powers and sums. It only adds facts that hold for every size the
+graph accepts, so every Inductor kernel may use them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import sympy
+
+from ._undo import replace_attribute
+
+
+def symbol_divisors(divisible) -> dict[sympy.Symbol, int]:
+    """``{s: d}``: ``s`` is a multiple of ``d``, from ``Mod(k * s, m) == 0`` facts (``m / gcd(k, m)``)."""
+    divisors: dict[sympy.Symbol, int] = {}
+    for fact in divisible:
+        base, modulus = fact.args
+        coefficient, symbol = sympy.sympify(base).as_coeff_Mul()
+        if not (modulus.is_Integer and coefficient.is_Integer and isinstance(symbol, sympy.Symbol)):
+            continue
+        divisor = int(modulus) // math.gcd(int(coefficient), int(modulus))
+        divisors[symbol] = math.lcm(divisors.get(symbol, 1), divisor)
+    return divisors
+
+
+def known_divisor(expr, divisors: dict[sympy.Symbol, int]) -> int:
+    """A ``d`` with ``expr`` a multiple of ``d`` for every value of its symbols (0 for zero)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return abs(int(expr))
+    if isinstance(expr, sympy.Symbol):
+        return divisors.get(expr, 1)
+    if isinstance(expr, sympy.Mul):
+        return math.prod(known_divisor(factor, divisors) for factor in expr.args)
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+        return known_divisor(expr.base, divisors) ** int(expr.exp)
+    if isinstance(expr, sympy.Add):
+        return math.gcd(*(known_divisor(term, divisors) for term in expr.args))
+    return 1
+
+
+_stock: dict[str, Callable] = {}
+
+
+def statically_known_multiple_of(self, numerator, denominator) -> bool:
+    """Inductor's check, then the divisors that the shape env's recorded guards give."""
+    if _stock["statically_known_multiple_of"](self, numerator, denominator):
+        return True
+    if not isinstance(denominator, (int, sympy.Integer)) or int(denominator) == 0:
+        return False
+    divisible = getattr(self.shape_env, "divisible", None)
+    if not divisible:
+        return False
+    return known_divisor(numerator, symbol_divisors(divisible)) % int(denominator) == 0
+
+
+def install() -> Callable[[], None]:
+    from torch._inductor.sizevars import SizeVarAllocator
+
+    _stock["statically_known_multiple_of"] = SizeVarAllocator.statically_known_multiple_of
+    return replace_attribute(SizeVarAllocator, "statically_known_multiple_of", statically_known_multiple_of)

@@ -1,0 +1,139 @@
+"""Code generation choices for Triton kernels that hold this package's nodes, and no others.
+
+A kernel holds a package node where one of its buffers was traced from a nearest-upsample op
+(``origin.meta["original_aten"]``: the decompositions keep their op there). For those kernels:
+
+* **tiling** (``tiling_settings``): flat with static sizes where the kernel fuses other ops; as
+  many tiles as the ranges allow
+  for channels-last outputs with dynamic sizes.
+* **32-bit size arguments.** With dynamic shapes Inductor types every ``ks*`` size argument
+  ``i64`` (``signature_to_meta``), so all index arithmetic that touches a size, divisions
+  included, runs in 64 bits, even where the kernel indexes in 32 bits because Inductor proved
+  (and guarded) that every buffer it touches has fewer than 2**31 elements. A ``ks*`` argument
+  is a size or stride of those buffers, or a product of them that an index expression forms, so
+  it is below 2**31 too: such kernels get ``i32`` size arguments (x2 bf16 channels-last forward
+  with dynamic shapes on an H200: 135 -> 97 us, docs/findings.md).
+
+Nothing changes for other kernels, kernels that index in 64 bits, or the C++ wrapper (whose
+argument declarations do not read this signature).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy
+
+from ._undo import replace_attribute
+
+# By name: graph passes copy node metadata, and a copied OpOverload is another object.
+PACKAGE_OPS = frozenset(
+    f"aten.{name}{rank}d{suffix}.default"
+    for name in ("upsample_nearest", "_upsample_nearest_exact")
+    for rank in (1, 2, 3)
+    for suffix in ("", "_backward")
+)
+
+
+def _buffers(node_schedule) -> list:
+    # None for the schedule's reduction markers
+    return [b for b in (getattr(s, "node", None) for s in node_schedule) if b is not None]
+
+
+def _from_package(origin) -> bool:
+    return str(origin.meta.get("original_aten")) in PACKAGE_OPS
+
+
+def package_buffers(node_schedule) -> list:
+    """The buffers of a kernel's node schedule that were traced from a nearest-upsample op."""
+    return [b for b in _buffers(node_schedule) if any(map(_from_package, b.origins))]
+
+
+def fuses_other_ops(node_schedule) -> bool:
+    """Whether the kernel also computes ops of the user's graph (an add, a cat, ...)."""
+    return any(not _from_package(o) for b in _buffers(node_schedule) for o in b.origins)
+
+
+def _channels_last(buffer) -> bool:
+    """Whether a 4d / 5d buffer has its channel dim innermost (stride 1)."""
+    try:
+        stride = buffer.get_stride()
+    except (AttributeError, NotImplementedError):
+        return False
+    return len(stride) in (4, 5) and stride[1] == 1
+
+
+def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
+    """Inductor config under which a pointwise kernel holding package nodes picks its tiling.
+
+    Static sizes, fused with other ops: flat (one tile). Inductor's coalescing analysis scores
+    the upsample's read, broadcast along output rows, for the row variable and splits the kernel
+    in 2d, which loses to the flat kernel on fused contiguous rows (on an H200: FPN merge 185 ->
+    151 us, UNet skip cat 366 -> 196 us; docs/findings.md). A gather alone keeps Inductor's
+    choice (x1.5 forward: flat 67 us, 2d 43 us). Dynamic sizes, channels-last: as many tiles as the ranges allow. A flat
+    kernel then divides its index by four or five runtime sizes per element, a tiled one per row
+    and column (cat of an x2 upsample and a skip: 455 -> 264 us).
+    """
+    buffers = package_buffers(node_schedule)
+    if not buffers or reduction_numel != 1:
+        return {}
+    if not sympy.sympify(numel).free_symbols:
+        return {"triton.max_tiles": 1} if fuses_other_ops(node_schedule) else {}
+    if any(_channels_last(buffer) for buffer in buffers):
+        return {"triton.prefer_nd_tiling": True}
+    return {}
+
+
+def narrows_size_arguments(kernel) -> bool:
+    """Whether a Triton kernel gets ``i32`` size arguments (see the module docstring)."""
+    from torch._inductor.virtualized import V
+
+    features = getattr(kernel, "features", None)
+    return (
+        getattr(kernel, "index_dtype", None) == "tl.int32"
+        and not V.graph.cpp_wrapper
+        and bool(package_buffers(getattr(features, "node_schedule", ())))
+    )
+
+
+_stock: dict[str, Callable] = {}
+
+
+def signature_to_meta(*args, **kwargs) -> dict[str, str]:
+    """Inductor's kernel signature, with ``i32`` size arguments where ``narrows_size_arguments``."""
+    from torch._inductor.virtualized import V
+
+    signature = _stock["signature_to_meta"](*args, **kwargs)
+    if kwargs.get("is_template") or not narrows_size_arguments(V.kernel):
+        return signature
+    return {
+        name: "i32" if name.startswith("ks") and dtype == "i64" else dtype
+        for name, dtype in signature.items()
+    }
+
+
+@classmethod
+def get_tiling_and_scores(cls, node_schedule, numel, reduction_numel=sympy.S.One, *args, **kwargs):
+    """Inductor's tiling choice under ``tiling_settings``."""
+    from torch._inductor import config
+
+    with config.patch(tiling_settings(node_schedule, numel, reduction_numel)):
+        return _stock["get_tiling_and_scores"](cls, node_schedule, numel, reduction_numel, *args, **kwargs)
+
+
+def install() -> Callable[[], None]:
+    from torch._inductor.codegen import triton
+    from torch._inductor.codegen.simd import SIMDScheduling
+
+    _stock["signature_to_meta"] = triton.signature_to_meta
+    _stock["get_tiling_and_scores"] = SIMDScheduling.get_tiling_and_scores.__func__
+    undo = [
+        replace_attribute(triton, "signature_to_meta", signature_to_meta),
+        replace_attribute(SIMDScheduling, "get_tiling_and_scores", get_tiling_and_scores),
+    ]
+
+    def uninstall() -> None:
+        for step in reversed(undo):
+            step()
+
+    return uninstall

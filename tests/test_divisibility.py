@@ -1,0 +1,73 @@
+"""lowerings.divisibility: divisors from recorded guards, and the installed Inductor check."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._sympy.functions import Mod
+
+import decomps
+from lowerings import divisibility
+
+s, t = sympy.symbols("s t", integer=True, positive=True)
+
+
+def test_symbol_divisors_from_modular_facts():
+    facts = {Mod(s, 16), Mod(2 * t, 16), Mod(s * t, 64)}
+    # Mod(2 t, 16) == 0 makes t a multiple of 8; a product fact says nothing about either symbol.
+    assert divisibility.symbol_divisors(facts) == {s: 16, t: 8}
+
+
+def test_known_divisor_through_products_powers_and_sums():
+    divisors = {s: 16, t: 8}
+    assert divisibility.known_divisor(4 * s * t, divisors) == 512
+    assert divisibility.known_divisor(s**2, divisors) == 256
+    assert divisibility.known_divisor(2 * t, divisors) == 16
+    assert divisibility.known_divisor(s + 2 * t, divisors) == 16
+    assert divisibility.known_divisor(s + 1, divisors) == 1
+    assert divisibility.known_divisor(sympy.Integer(0), divisors) == 0
+    assert divisibility.known_divisor(sympy.Symbol("u", integer=True), divisors) == 1
+
+
+def _sizevars_after_guard(size: int, modulus: int, coefficient: int = 1):
+    """A shape env with one size symbol that took the guard ``coefficient * size % modulus == 0``."""
+    from torch._dynamo.source import ConstantSource
+    from torch._inductor.sizevars import SizeVarAllocator
+
+    env = ShapeEnv()
+    symbol = env.create_symbol(size, ConstantSource("x_size"))
+    other = env.create_symbol(size + 3, ConstantSource("y_size"))
+    sym = env.create_symintnode(symbol, hint=size)
+    assert bool(coefficient * sym % modulus == 0)  # a guard: recorded in env.divisible
+    return SizeVarAllocator(env), symbol, other
+
+
+def test_installed_check_uses_the_guard():
+    sizevars, x, y = _sizevars_after_guard(64, 16)
+    assert decomps.is_installed()
+    for multiple in (x, 4 * x, 2 * x * y, x + 32, x**2):
+        assert sizevars.statically_known_multiple_of(multiple, 16), multiple
+    for other in (y, x + 1, 2 * y, x * y + 1):
+        assert not sizevars.statically_known_multiple_of(other, 16), other
+
+
+def test_installed_check_uses_a_guard_on_a_multiple():
+    sizevars, x, y = _sizevars_after_guard(72, 16, coefficient=2)  # x: a multiple of 8
+    assert sizevars.statically_known_multiple_of(2 * x * y, 16)
+    assert sizevars.statically_known_multiple_of(2 * x, 16)
+    assert not sizevars.statically_known_multiple_of(x, 16)
+
+
+def test_uninstalled_check_is_stock():
+    sizevars, x, y = _sizevars_after_guard(72, 16, coefficient=2)
+    decomps.uninstall()
+    try:
+        from torch._inductor.sizevars import SizeVarAllocator
+
+        assert SizeVarAllocator.statically_known_multiple_of is not divisibility.statically_known_multiple_of
+        # Stock Inductor does not carry a guard on 2 x to a product with it (2.11 to 2.13).
+        assert not sizevars.statically_known_multiple_of(2 * x * y, 16)
+    finally:
+        decomps.install()
+    assert sizevars.statically_known_multiple_of(2 * x * y, 16)

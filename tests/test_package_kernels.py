@@ -1,0 +1,102 @@
+"""lowerings.package_kernels: which kernels hold package nodes, and their tiling and size types."""
+
+from __future__ import annotations
+
+import types
+
+import sympy
+import torch
+from torch._inductor.virtualized import V
+
+import decomps
+import lowerings
+from lowerings import package_kernels
+
+aten = torch.ops.aten
+s0 = sympy.Symbol("s0", integer=True, positive=True)
+
+
+def _origin(op):
+    return types.SimpleNamespace(meta={"original_aten": op})
+
+
+def _buffer(*ops, stride=(16, 1)):
+    return types.SimpleNamespace(origins=[_origin(op) for op in ops], get_stride=lambda: list(stride))
+
+
+def _schedule(*buffers):
+    # Reduction markers in a real schedule have no ``node``.
+    return [types.SimpleNamespace(node=b) for b in buffers] + [object()]
+
+
+UPSAMPLE = aten.upsample_nearest2d.default
+CHANNELS_LAST = (256 * 64, 1, 256 * 8, 256)
+
+
+def test_package_buffers_by_op_name():
+    up, add = _buffer(UPSAMPLE), _buffer(aten.add.Tensor)
+    assert package_kernels.package_buffers(_schedule(up, add)) == [up]
+    assert package_kernels.package_buffers(_schedule(add)) == []
+    backward = _buffer(aten._upsample_nearest_exact3d_backward.default)
+    assert package_kernels.package_buffers(_schedule(backward)) == [backward]
+
+
+def test_fuses_other_ops():
+    assert package_kernels.fuses_other_ops(_schedule(_buffer(UPSAMPLE, aten.add.Tensor)))
+    assert not package_kernels.fuses_other_ops(_schedule(_buffer(UPSAMPLE, UPSAMPLE)))
+
+
+def test_tiling_settings():
+    settings = package_kernels.tiling_settings
+    alone = _schedule(_buffer(UPSAMPLE))
+    fused = _schedule(_buffer(UPSAMPLE, aten.cat.default))
+    cl = _schedule(_buffer(UPSAMPLE, stride=CHANNELS_LAST))
+    assert settings(fused, 4096, 1) == {"triton.max_tiles": 1}  # static, fused: flat
+    assert settings(alone, 4096, 1) == {}  # static, alone: Inductor's choice
+    assert settings(cl, 64 * s0, 1) == {"triton.prefer_nd_tiling": True}
+    assert settings(alone, 64 * s0, 1) == {}  # dynamic, contiguous
+    assert settings(fused, 4096, 16) == {}  # reductions keep Inductor's choice
+    assert settings(_schedule(_buffer(aten.add.Tensor)), 4096, 1) == {}  # not ours
+
+
+def _kernel(index_dtype, *buffers):
+    return types.SimpleNamespace(
+        index_dtype=index_dtype, features=types.SimpleNamespace(node_schedule=_schedule(*buffers))
+    )
+
+
+def test_size_arguments_narrowed_only_for_32_bit_package_kernels():
+    graph = types.SimpleNamespace(cpp_wrapper=False)
+    with V.set_graph_handler(graph):
+        assert package_kernels.narrows_size_arguments(_kernel("tl.int32", _buffer(UPSAMPLE)))
+        assert not package_kernels.narrows_size_arguments(_kernel("tl.int64", _buffer(UPSAMPLE)))
+        assert not package_kernels.narrows_size_arguments(_kernel("tl.int32", _buffer(aten.add.Tensor)))
+    with V.set_graph_handler(types.SimpleNamespace(cpp_wrapper=True)):
+        assert not package_kernels.narrows_size_arguments(_kernel("tl.int32", _buffer(UPSAMPLE)))
+
+
+def test_signature_types(monkeypatch):
+    stock = {"in_ptr0": "*bf16", "ks0": "i64", "ks1": "i64", "xnumel": "i32", "XBLOCK": "constexpr"}
+    monkeypatch.setitem(package_kernels._stock, "signature_to_meta", lambda *a, **k: dict(stock))
+    with V.set_graph_handler(types.SimpleNamespace(cpp_wrapper=False)):
+        with V.set_kernel_handler(_kernel("tl.int32", _buffer(UPSAMPLE))):
+            narrowed = package_kernels.signature_to_meta([], size_dtype="tl.int32", argdefs=[])
+            assert narrowed == {**stock, "ks0": "i32", "ks1": "i32"}
+            template = package_kernels.signature_to_meta([], size_dtype="tl.int32", argdefs=[], is_template=True)
+            assert template == stock
+        with V.set_kernel_handler(_kernel("tl.int32", _buffer(aten.add.Tensor))):
+            assert package_kernels.signature_to_meta([], size_dtype="tl.int32", argdefs=[]) == stock
+
+
+def test_installed_with_the_package():
+    from torch._inductor.codegen import simd, triton
+
+    assert lowerings.missing_codegen_hooks() == []
+    assert triton.signature_to_meta is package_kernels.signature_to_meta
+    assert simd.SIMDScheduling.__dict__["get_tiling_and_scores"] is package_kernels.get_tiling_and_scores
+    decomps.uninstall()
+    try:
+        assert triton.signature_to_meta is not package_kernels.signature_to_meta
+        assert simd.SIMDScheduling.__dict__["get_tiling_and_scores"] is not package_kernels.get_tiling_and_scores
+    finally:
+        decomps.install()
