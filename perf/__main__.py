@@ -42,13 +42,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--num-threads", type=int, default=1)
     parser.add_argument("--dynamic", type=parse_bool, nargs="?", const=True, default=True)
     parser.add_argument("--filter", default=None, help="regex on case names (see perf.cases.Case.name)")
+    parser.add_argument("--call-forms", default="both", choices=("literal", "symbolic", "both"),
+                        help="forms of the rows called with size (see perf.cases)")
     return parser.parse_args(argv)
 
 
 def child_command(tag: str, args: argparse.Namespace, pickle_name: str) -> list[str]:
     command = [sys.executable, "-m", "perf.interp_mode", str(args.out_dir), f"--tag={tag}",
                f"--mode={args.mode}", f"--device={args.device}", f"--num-threads={args.num_threads}",
-               f"--dynamic={args.dynamic}", f"--pickle-name={pickle_name}"]
+               f"--dynamic={args.dynamic}", f"--call-forms={args.call_forms}", f"--pickle-name={pickle_name}"]
     command += ["--quick"] * args.quick + ["--backward"] * args.backward
     if args.min_run_time is not None:
         command.append(f"--min-run-time={args.min_run_time}")

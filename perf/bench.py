@@ -92,11 +92,23 @@ def _interp_kwargs(case: Case) -> dict:
     return {"scale_factor": case.scale_factor, "mode": case.mode}
 
 
-def _interp_workload(case: Case, dtype, memory_format) -> Workload:
-    kwargs = _interp_kwargs(case)
+def _literal_interpolate(case: Case) -> Callable:
+    """``lambda x: F.interpolate(x, size=(600, 700), mode="nearest")``, the size written as constants.
 
-    def interpolate(x):
-        return F.interpolate(x, **kwargs)
+    Built from source because Dynamo traces ints of a closure (``_interp_workload``'s form) or of
+    a ``functools.partial`` as symbols under ``dynamic=True``; only constants of the code stay static.
+    """
+    return eval(f"lambda x: F.interpolate(x, size={tuple(case.osize)!r}, mode={case.mode!r})", {"F": F})
+
+
+def _interp_workload(case: Case, dtype, memory_format) -> Workload:
+    if case.call_form == "literal":
+        interpolate = _literal_interpolate(case)
+    else:
+        kwargs = _interp_kwargs(case)
+
+        def interpolate(x):
+            return F.interpolate(x, **kwargs)
 
     x = _random(case.shape, dtype, case.device, memory_format)
     if not case.backward:

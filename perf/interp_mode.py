@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from perf.cases import MODES, make_cases  # torch-free: safe before the cache directory is set
+from perf.cases import CALL_FORMS, MODES, make_cases  # torch-free: safe before the cache directory is set
 
 PACKAGE = "decomps"
 TAGS = ("PR", "Nightly")
@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backward", action="store_true", help="add fwd+bwd rows for float dtypes")
     parser.add_argument("--quick", action="store_true", help="a small subset of the case matrix")
     parser.add_argument("--filter", default=None, help=argparse.SUPPRESS)  # regex on case names
+    parser.add_argument("--call-forms", default="both", choices=("literal", "symbolic", "both"),
+                        help="forms of the rows called with size (see perf.cases; default both)")
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
     return parser
 
@@ -108,6 +110,10 @@ def assert_package_absent() -> None:
         raise SystemExit(f"ERROR: '{PACKAGE}' was imported in a Nightly run; its numbers would not be stock torch.")
 
 
+def selected_call_forms(args) -> tuple[str, ...]:
+    return CALL_FORMS if args.call_forms == "both" else (args.call_forms,)
+
+
 def default_pickle_name(modes, tag: str) -> str:
     now = datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{now}-upsample-{'-'.join(modes)}-{tag}.pkl"
@@ -115,7 +121,8 @@ def default_pickle_name(modes, tag: str) -> str:
 
 def select_cases(args, device: str):
     modes = MODES if args.mode == "both" else (args.mode,)
-    cases = make_cases(device, quick=args.quick, modes=modes, backward=args.backward)
+    cases = make_cases(device, quick=args.quick, modes=modes, backward=args.backward,
+                       call_forms=selected_call_forms(args))
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c.name)]
         if not cases:
@@ -240,7 +247,8 @@ def run(args) -> int:
     print(f"Tag: {args.tag}, device: {device}, package: {package}")
     print(f"Torch version: {torch.__version__}")
     print(f"Torch config: {torch.__config__.show()}")
-    print(f"Num threads: {torch.get_num_threads()}, dynamic: {args.dynamic}, min_run_time: {min_run_time}")
+    print(f"Num threads: {torch.get_num_threads()}, dynamic: {args.dynamic}, min_run_time: {min_run_time}, "
+          f"call forms: {args.call_forms}")
     print(f"Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}\n", flush=True)
 
     copy_gbps = None
@@ -250,7 +258,8 @@ def run(args) -> int:
 
     def save(collected: Collected) -> None:
         save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic,
-                 package=package, copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
+                 call_forms=selected_call_forms(args), package=package, copy_bandwidth_gbps=copy_gbps,
+                 **collected.pickle_keys())
 
     collected = run_cases(cases, args, device, min_run_time, copy_gbps, save)
     if args.tag == "Nightly":

@@ -83,8 +83,12 @@ def test_options():
         "both", "auto", 1, True, False, False)
     assert parser.parse_args(["out", "--tag=PR", "--dynamic=false"]).dynamic is False
     assert parser.parse_args(["out", "--tag=PR", "--dynamic"]).dynamic is True
-    with pytest.raises(SystemExit):
-        parser.parse_args(["out", "--tag=Other"])
+    assert interp_mode.selected_call_forms(args) == ("symbolic", "literal")
+    literal = parser.parse_args(["out", "--tag=PR", "--call-forms=literal"])
+    assert interp_mode.selected_call_forms(literal) == ("literal",)
+    for bad in (["--tag=Other"], ["--tag=PR", "--call-forms=static"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["out", *bad])
 
 
 def test_orchestrator_gives_each_tag_its_own_cache(tmp_path):
@@ -95,9 +99,11 @@ def test_orchestrator_gives_each_tag_its_own_cache(tmp_path):
     command = orchestrator.child_command("Nightly", args, "x.pkl")
     assert command[1:4] == ["-m", "perf.interp_mode", str(tmp_path)]
     assert {"--tag=Nightly", "--quick", "--backward", "--device=cpu", "--dynamic=True",
-            "--pickle-name=x.pkl"} <= set(command)
+            "--call-forms=both", "--pickle-name=x.pkl"} <= set(command)
     assert not any(a.startswith("--min-run-time") for a in command)
     assert isinstance(args, Namespace)
+    args = orchestrator.parse_args([str(tmp_path), "--call-forms=literal"])
+    assert "--call-forms=literal" in orchestrator.child_command("PR", args, "x.pkl")
 
 
 def test_a_wrong_compiled_result_is_recorded_as_a_mismatch(monkeypatch):
