@@ -24,10 +24,6 @@ from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_ORDER = ("Nightly", "PR")  # Nightly first: it does not depend on the package
-COMPARES = (
-    "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly",
-    "Compiled .+ PR;Eager .+ PR;speed-up PR vs Eager",
-)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -94,7 +90,7 @@ def write_reports(runs: dict, out_dir: Path, stem: str) -> tuple[list[Path], str
     if set(runs) != set(RUN_ORDER):
         print("ERROR: only the " + ", ".join(runs) + " run has results; no speed-up table.", file=sys.stderr)
         return [results_md], None
-    specs = [speedup.Spec.parse(c) for c in COMPARES]
+    specs = [speedup.Spec.parse(c) for c in speedup.REPORT_COMPARES]
     try:
         rows = speedup.compute_speedups(results_table.merged_rows(list(runs.values())), specs)
     except speedup.SpeedupError as e:
