@@ -77,7 +77,7 @@ class SpeedupRow:
     columns: dict[str, Row] = field(default_factory=dict)  # matched columns, by description
     ratios: dict[str, float] = field(default_factory=dict)  # by spec name
     flagged: set[str] = field(default_factory=set)  # spec names computed from a mismatched cell
-    host_bound: bool = False  # an Eager column of the row is below HOST_BOUND_SECONDS
+    host_bound: bool = False  # an Eager column of the row (any pickle) is below HOST_BOUND_SECONDS
 
 
 def _match_one(pattern: str, rows: Sequence[Row]) -> Row | None:
@@ -129,8 +129,9 @@ def render_label(label: str, rows: Sequence[SpeedupRow], spec_names: Sequence[st
         header.append("note")
         for r, cells in zip(rows, body):
             cells.append(HOST_BOUND_MARK if r.host_bound else "")
-        note += (f" {HOST_BOUND_MARK}: eager below {HOST_BOUND_SECONDS * 1e6:.0f} us, where the host cost of a "
-                 "compiled call (see the Compiled call overhead row) decides.")
+        note += (f" {HOST_BOUND_MARK}: an eager time of the row (of any pickle) is below "
+                 f"{HOST_BOUND_SECONDS * 1e6:.0f} us, where the host cost of a compiled call (the Compiled "
+                 "call overhead row) decides.")
     return f"### {label}\n\n" + markdown_table(header, body) + f"\n{note}\n"
 
 

@@ -191,7 +191,7 @@ def test_host_bound_rows_are_marked_and_reduce_overhead_columns_compared(tmp_pat
     assert cells(header)[-1] == "note"
     assert cells(next(line for line in lines if "500, 400" in line))[-1] == "host-bound"
     assert cells(next(line for line in lines if "300, 400" in line))[-1] == ""
-    assert "host-bound: eager below 100 us" in text
+    assert "host-bound: an eager time of the row (of any pickle) is below 100 us" in text
     assert "compiled call overhead 12.5 us" in text
     seed = [seed_payload(tmp_path / "seed-pr.pkl", "PR", "2.3.0", {SUB_F32: (2e-3, 1e-3)}),
             seed_payload(tmp_path / "seed-nightly.pkl", "Nightly", "2.3.0", {SUB_F32: (2e-3, 1.5e-3)})]
