@@ -20,14 +20,10 @@ from datetime import datetime
 from pathlib import Path
 
 from perf.cases import MODES
-from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool
+from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool, positive_int
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_ORDER = ("Nightly", "PR")  # Nightly first: it does not depend on the package
-COMPARES = (
-    "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly",
-    "Compiled .+ PR;Eager .+ PR;speed-up PR vs Eager",
-)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -42,13 +38,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--num-threads", type=int, default=1)
     parser.add_argument("--dynamic", type=parse_bool, nargs="?", const=True, default=True)
     parser.add_argument("--filter", default=None, help="regex on case names (see perf.cases.Case.name)")
+    parser.add_argument("--call-forms", default="both", choices=("literal", "symbolic", "both"),
+                        help="forms of the rows called with size (see perf.cases)")
+    parser.add_argument("--repeat", type=positive_int, default=1,
+                        help="rounds of timing per case in each run; keeps each column's lowest median")
     return parser.parse_args(argv)
 
 
 def child_command(tag: str, args: argparse.Namespace, pickle_name: str) -> list[str]:
     command = [sys.executable, "-m", "perf.interp_mode", str(args.out_dir), f"--tag={tag}",
                f"--mode={args.mode}", f"--device={args.device}", f"--num-threads={args.num_threads}",
-               f"--dynamic={args.dynamic}", f"--pickle-name={pickle_name}"]
+               f"--dynamic={args.dynamic}", f"--call-forms={args.call_forms}", f"--repeat={args.repeat}",
+               f"--pickle-name={pickle_name}"]
     command += ["--quick"] * args.quick + ["--backward"] * args.backward
     if args.min_run_time is not None:
         command.append(f"--min-run-time={args.min_run_time}")
@@ -92,7 +93,7 @@ def write_reports(runs: dict, out_dir: Path, stem: str) -> tuple[list[Path], str
     if set(runs) != set(RUN_ORDER):
         print("ERROR: only the " + ", ".join(runs) + " run has results; no speed-up table.", file=sys.stderr)
         return [results_md], None
-    specs = [speedup.Spec.parse(c) for c in COMPARES]
+    specs = [speedup.Spec.parse(c) for c in speedup.REPORT_COMPARES]
     try:
         rows = speedup.compute_speedups(results_table.merged_rows(list(runs.values())), specs)
     except speedup.SpeedupError as e:

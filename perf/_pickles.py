@@ -4,8 +4,9 @@ A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
 ``torch_config``, ``num_threads``, ``triton`` and ``test_results`` (a list of
 ``torch.utils.benchmark`` Measurements). Runs of this harness add optional
 keys, all keyed by ``(label, sub_label, description)`` where relevant:
-``roofline``, ``mismatches``, ``errors``, ``compile_seconds``,
-``copy_bandwidth_gbps``, ``tag``, ``device``, ``dynamic``, ``package``.
+``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
+``copy_bandwidth_gbps``, ``compiled_call_overhead_us``, ``tag``, ``device``,
+``dynamic``, ``repeat``, ``call_forms``, ``package``.
 
 Readers accept pickles written by the seed scripts and by other torch
 versions: only ``.median`` (or the raw times) and the task spec's labels are
@@ -36,6 +37,7 @@ class Row:
     gbps: float | None = None
     pct_of_copy: float | None = None
     problem: str | None = None  # a correctness mismatch recorded by the run
+    spread: dict | None = None  # {"min", "max", "n"} of the medians of the run's repeats
 
     @property
     def key(self) -> Key:
@@ -108,6 +110,7 @@ def to_row(measurement, payload: dict) -> Row:
     row.gbps = roofline.get("gbps")
     row.pct_of_copy = roofline.get("pct_of_copy")
     row.problem = (payload.get("mismatches") or {}).get(row.key)
+    row.spread = (payload.get("spread") or {}).get(row.key)
     return row
 
 

@@ -8,6 +8,9 @@ from perf._pickles import Row, Run
 
 UNITS = ((1e-6, "ns", 1e-9), (1e-3, "us", 1e-6), (1.0, "ms", 1e-3))
 MISMATCH_MARK = "MISMATCH"
+# Below this eager time a compiled call's own host cost decides (the "Compiled call overhead" row).
+HOST_BOUND_SECONDS = 100e-6
+HOST_BOUND_MARK = "host-bound"
 
 
 def select_unit(seconds: float) -> tuple[str, float]:
@@ -24,13 +27,27 @@ def format_time(seconds: float, scale: float) -> str:
 
 
 def format_cell(row: Row, scale: float) -> str:
-    """Median time, with achieved bandwidth when recorded and a loud mark on a mismatch."""
+    """Median time, with the spread of repeats, achieved bandwidth when recorded and a loud mark
+    on a mismatch."""
     cell = format_time(row.median, scale)
+    if row.spread and row.spread["n"] > 1:
+        cell += f" (max +{100 * (row.spread['max'] / row.spread['min'] - 1):.0f}%)"
     if row.gbps is not None:
         cell += f" ({row.gbps:.0f} GB/s, {row.pct_of_copy:.0f}%)"
     if row.problem:
         cell += f" **{MISMATCH_MARK}**"
     return cell
+
+
+def time_notes(rows: Sequence[Row], unit: str) -> str:
+    """The sentence under a table that says what its cells show."""
+    note = f"Times are in {unit}"
+    if any(r.spread and r.spread["n"] > 1 for r in rows):
+        note += ("; (max +x%) = the highest median of the run's repeats is x% above the one shown "
+                 "(the lowest)")
+    if any(r.gbps is not None for r in rows):
+        note += "; (GB/s, %) = minimal bytes moved / time, and its % of the device-to-device copy bandwidth"
+    return note + "."
 
 
 def ordered_unique(items: Iterable) -> list:
@@ -61,7 +78,10 @@ def runs_header(runs: Sequence[Run]) -> str:
     parts = ["## Runs\n"]
     for run in runs:
         facts = [f"torch {run.torch_version}", f"num_threads {run.num_threads}", f"triton {run.triton}"]
-        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "dynamic") if k in run.extra]
+        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "dynamic", "repeat", "call_forms")
+                  if k in run.extra]
+        if run.extra.get("compiled_call_overhead_us") is not None:
+            facts.append(f"compiled call overhead {run.extra['compiled_call_overhead_us']:.1f} us")
         if run.copy_bandwidth_gbps:
             facts.append(f"device-to-device copy {run.copy_bandwidth_gbps:.0f} GB/s")
         parts.append(f"- `{run.path.name}`: " + ", ".join(facts))

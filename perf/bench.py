@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from torch import nn
 
+from perf._tables import HOST_BOUND_SECONDS
 from perf.cases import NECK_OUT_CHANNELS, Case, min_bytes
 
 SEED = 12
@@ -23,6 +24,12 @@ COPY_BYTES = 1 << 30
 GRAD_TOLERANCE = {"float32": (1e-5, 1e-5), "float16": (5e-3, 5e-3), "bfloat16": (4e-2, 4e-2)}
 # Relative L2 error allowed for the FPN neck (convolutions may pick other algorithms).
 NECK_TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2}
+REDUCE_OVERHEAD = "Compiled reduce-overhead"  # the column's description starts with this
+# The compiled call overhead row: 8 elements, so that dynamic=True traces a symbolic size
+# (sizes 0 and 1 are specialized).
+OVERHEAD_LABEL = "Compiled call overhead"
+OVERHEAD_SHAPE = (8,)
+OVERHEAD_SUB_LABEL = f"Input {OVERHEAD_SHAPE}, torch.float32 | fn: x + 1"
 
 
 @dataclass
@@ -49,10 +56,17 @@ class Workload:
 
 @dataclass
 class CaseResult:
-    measurements: list  # [eager, compiled] torch.utils.benchmark Measurements
-    problem: str | None  # why compiled != eager, or None
-    compile_seconds: float
-    roofline: dict = field(default_factory=dict)  # description -> {"bytes", "gbps", "pct_of_copy"}
+    """One row: a Measurement per column, in column order (Eager, Compiled[, Compiled reduce-overhead]).
+
+    Each Measurement is the one with the lowest median of the run's repeats; the dicts are keyed
+    by the column's description.
+    """
+
+    measurements: list
+    problems: dict = field(default_factory=dict)  # compiled column -> how it differs from eager
+    compile_seconds: dict = field(default_factory=dict)  # compiled column -> seconds of its first call
+    spread: dict = field(default_factory=dict)  # column -> {"min", "max", "n"} of the repeats' medians
+    roofline: dict = field(default_factory=dict)  # column -> {"bytes", "gbps", "pct_of_copy"}
 
 
 class FPNNeck(nn.Module):
@@ -92,11 +106,23 @@ def _interp_kwargs(case: Case) -> dict:
     return {"scale_factor": case.scale_factor, "mode": case.mode}
 
 
-def _interp_workload(case: Case, dtype, memory_format) -> Workload:
-    kwargs = _interp_kwargs(case)
+def _literal_interpolate(case: Case) -> Callable:
+    """``lambda x: F.interpolate(x, size=(600, 700), mode="nearest")``, the size written as constants.
 
-    def interpolate(x):
-        return F.interpolate(x, **kwargs)
+    Built from source because Dynamo traces ints of a closure (``_interp_workload``'s form) or of
+    a ``functools.partial`` as symbols under ``dynamic=True``; only constants of the code stay static.
+    """
+    return eval(f"lambda x: F.interpolate(x, size={tuple(case.osize)!r}, mode={case.mode!r})", {"F": F})
+
+
+def _interp_workload(case: Case, dtype, memory_format) -> Workload:
+    if case.call_form == "literal":
+        interpolate = _literal_interpolate(case)
+    else:
+        kwargs = _interp_kwargs(case)
+
+        def interpolate(x):
+            return F.interpolate(x, **kwargs)
 
     x = _random(case.shape, dtype, case.device, memory_format)
     if not case.backward:
@@ -170,39 +196,106 @@ def compare_results(actual, expected, check: str, dtype: str) -> str | None:
     return None
 
 
-def _timer(fn: Callable, args: tuple, case: Case, description: str, num_threads: int) -> benchmark.Timer:
+def _timer(fn: Callable, args: tuple, label: str, sub_label: str, description: str,
+           num_threads: int) -> benchmark.Timer:
     return benchmark.Timer(
         stmt="fn(*args)",
         globals={"fn": fn, "args": args},
         num_threads=num_threads,
-        label=case.label,
-        sub_label=case.sub_label,
+        label=label,
+        sub_label=sub_label,
         description=description,
     )
 
 
-def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
-             copy_gbps: float | None = None) -> CaseResult:
-    """Check compiled against eager once, then time both (compile time excluded)."""
-    torch._dynamo.reset()
-    work = build_workload(case)
-    eager = work.runner(work.forward)
-    compiled = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic))
-    expected = eager(*work.args)
-    start = time.perf_counter()
-    actual = compiled(*work.args)
-    if case.device == "cuda":
+def _synchronize(device: str) -> None:
+    if device == "cuda":
         torch.cuda.synchronize()
-    compile_seconds = time.perf_counter() - start
-    problem = compare_results(actual, expected, work.check, case.dtype)
-    del actual, expected
 
-    measurements = [
-        _timer(fn, work.args, case, f"{kind} ({torch.__version__}) {tag}", num_threads)
-        .blocked_autorange(min_run_time=min_run_time)
-        for kind, fn in (("Eager", eager), ("Compiled", compiled))
-    ]
-    return CaseResult(measurements, problem, compile_seconds, _roofline(case, measurements, copy_gbps))
+
+def wants_reduce_overhead(device: str, eager_seconds: float) -> bool:
+    """Whether a row also gets a ``mode="reduce-overhead"`` column: host-bound rows, CUDA only
+    (CUDA graphs replay a whole call without its host cost)."""
+    return device == "cuda" and eager_seconds < HOST_BOUND_SECONDS
+
+
+def pick_best(measurements: list) -> tuple:
+    """The Measurement with the lowest median, and the spread {"min", "max", "n"} of all medians."""
+    medians = [m.median for m in measurements]
+    best = measurements[medians.index(min(medians))]
+    return best, {"min": min(medians), "max": max(medians), "n": len(medians)}
+
+
+def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
+                  dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1) -> CaseResult:
+    """Check each compiled column against eager once, then time all columns in ``repeat`` rounds.
+
+    Each round times every column once (``blocked_autorange``), so that a slow spell of a noisy
+    machine hits every column alike; the result keeps each column's lowest median. A host-bound
+    row on CUDA (``wants_reduce_overhead``, decided on the first round's eager time) gets a
+    ``mode="reduce-overhead"`` column, timed from the first round on.
+    """
+    torch._dynamo.reset()
+    eager = work.runner(work.forward)
+    result = CaseResult([])
+
+    def compiled_column(kind: str, calls: int = 1, **options) -> Callable:
+        description = f"{kind} ({torch.__version__}) {tag}"
+        fn = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic, **options))
+        expected = eager(*work.args)
+        start = time.perf_counter()
+        actual = fn(*work.args)
+        _synchronize(device)
+        result.compile_seconds[description] = time.perf_counter() - start
+        for _ in range(calls - 1):  # CUDA graphs: the second call records, the third replays
+            actual = fn(*work.args)
+        problem = compare_results(actual, expected, work.check, dtype)
+        if problem:
+            result.problems[description] = problem
+        return fn
+
+    columns = {"Eager": eager, "Compiled": compiled_column("Compiled")}
+    rounds: dict[str, list] = {kind: [] for kind in columns}
+
+    def time_column(kind: str) -> None:
+        timer = _timer(columns[kind], work.args, label, sub_label, f"{kind} ({torch.__version__}) {tag}",
+                       num_threads)
+        rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
+
+    for i in range(repeat):
+        for kind in list(columns):
+            time_column(kind)
+        if i == 0 and wants_reduce_overhead(device, rounds["Eager"][0].median):
+            columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, calls=3, mode="reduce-overhead")
+            rounds[REDUCE_OVERHEAD] = []
+            time_column(REDUCE_OVERHEAD)
+    for measurements in rounds.values():
+        best, spread = pick_best(measurements)
+        result.measurements.append(best)
+        result.spread[best.task_spec.description] = spread
+    return result
+
+
+def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+             copy_gbps: float | None = None, repeat: int = 1) -> CaseResult:
+    """Check compiled against eager once, then time every column (compile time excluded)."""
+    work = build_workload(case)
+    result = time_workload(work, case.label, case.sub_label, case.dtype, case.device, tag, dynamic=dynamic,
+                           num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
+    result.roofline = _roofline(case, result.measurements, copy_gbps)
+    return result
+
+
+def measure_call_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+                          repeat: int = 1) -> CaseResult:
+    """The host cost of one compiled call: a graph of one tiny op (``x + 1``), eager vs compiled."""
+
+    def add_one(x):
+        return x + 1
+
+    work = Workload(add_one, (torch.zeros(OVERHEAD_SHAPE, device=device),))
+    return time_workload(work, f"{OVERHEAD_LABEL}, {device}", OVERHEAD_SUB_LABEL, "float32", device, tag,
+                         dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
 
 
 def _roofline(case: Case, measurements: list, copy_gbps: float | None) -> dict:

@@ -10,6 +10,14 @@ Case kinds:
 * ``fpn_merge``: ``lateral + F.interpolate(top, scale_factor=2)``.
 * ``unet_skip``: ``torch.cat([skip, F.interpolate(x, scale_factor=2)], 1)``.
 * ``fpn_neck``: one training step (forward + backward) of a 4-level FPN neck.
+
+Call forms of the ``interp`` rows called with ``size`` (the seed's rows), as ``torch.compile(...,
+dynamic=True)`` traces them:
+
+* ``symbolic``: the size is a variable of the compiled function's closure, as in the seed's
+  script; Dynamo traces closure ints as symbols, so the output size is symbolic like the input's.
+* ``literal``: the size is written as constants (``F.interpolate(x, size=(600, 700))``), so the
+  output size is static while the input's is symbolic. Its sub_label ends with ``, size: literal``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from itertools import product
 MODES = ("nearest", "nearest-exact")
 DEVICES = ("cpu", "cuda")
 KINDS = ("interp", "fpn_merge", "unet_skip", "fpn_neck")
+CALL_FORMS = ("symbolic", "literal")
 ELEMENT_SIZE = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4}
 FLOAT_DTYPES = ("float16", "bfloat16", "float32")
 
@@ -55,6 +64,7 @@ class Case:
     ``shape`` is the interpolated input's shape (for ``fpn_neck``: the finest
     level's). ``osize`` is the interpolated output's spatial size. When
     ``scale_factor`` is set, the op is called with it instead of ``size``.
+    ``call_form`` (see the module docstring) applies to ``interp`` rows called with ``size``.
     """
 
     kind: str
@@ -66,6 +76,7 @@ class Case:
     osize: tuple[int, ...] = ()
     scale_factor: float | None = None
     backward: bool = False
+    call_form: str = "symbolic"
 
     @property
     def label(self) -> str:
@@ -82,6 +93,8 @@ class Case:
             op = f"mode: {self.mode}, align_corners: None, osize: {self.osize}"
             if self.scale_factor is not None:
                 op += f", scale_factor: {self.scale_factor}"
+            if self.call_form == "literal":
+                op += ", size: literal"
             return f"Input {self.shape}, {layout} | {op}"
         if self.kind == "fpn_merge":
             return (
@@ -105,7 +118,8 @@ class Case:
         """Short unique id, shown in progress lines and matched by ``--filter``."""
         kind = self.kind + ("+bwd" if self.backward else "")
         shapes = f"{self.shape}->{self.osize}" if self.osize else f"{self.shape}"
-        return f"{kind} {self.mode} {shapes} {self.dtype} {self.memory_format}"
+        form = " size:literal" if self.call_form == "literal" else ""
+        return f"{kind} {self.mode} {shapes} {self.dtype} {self.memory_format}{form}"
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -159,11 +173,11 @@ def _layouts(shape: tuple[int, ...]) -> tuple[str, ...]:
     return (CONTIGUOUS,) if channels_last == CONTIGUOUS else (CONTIGUOUS, channels_last)
 
 
-def _seed_cases(device: str, modes) -> list[Case]:
+def _seed_cases(device: str, modes, call_forms) -> list[Case]:
     return [
-        Case("interp", device, (bs, 3, *isize), dtype, fmt, mode, osize=osize)
-        for (isize, osize), bs, dtype, fmt, mode in product(
-            SEED_PAIRS[device], (1, 4), SEED_DTYPES[device], (CONTIGUOUS, "channels_last"), modes
+        Case("interp", device, (bs, 3, *isize), dtype, fmt, mode, osize=osize, call_form=form)
+        for (isize, osize), bs, dtype, fmt, mode, form in product(
+            SEED_PAIRS[device], (1, 4), SEED_DTYPES[device], (CONTIGUOUS, "channels_last"), modes, call_forms
         )
     ]
 
@@ -193,7 +207,7 @@ def _neck_cases(device: str, modes, dtypes=("float32", "bfloat16")) -> list[Case
     return [Case("fpn_neck", device, NECK_SHAPE[device], dtype, mode=mode) for dtype, mode in product(dtypes, modes)]
 
 
-def _quick_interp_cases(device: str, modes) -> list[Case]:
+def _quick_interp_cases(device: str, modes, call_forms) -> list[Case]:
     if device == "cpu":
         # The seed's float32 contiguous rows are where stock compiled loses to eager most.
         seed = [((1, 3, 500, 400), (256, 256), "uint8", CONTIGUOUS),
@@ -206,37 +220,41 @@ def _quick_interp_cases(device: str, modes) -> list[Case]:
                 ((4, 3, 1234, 1345), (2345, 2456), "bfloat16", "channels_last")]
         scaled = [(UNET_SHAPE[device], 2, "bfloat16", "channels_last"), (SHAPE_3D, 1.5, "bfloat16", CONTIGUOUS)]
     return [
-        Case("interp", device, shape, dtype, fmt, mode, osize=osize)
-        for (shape, osize, dtype, fmt), mode in product(seed, modes)
+        Case("interp", device, shape, dtype, fmt, mode, osize=osize, call_form=form)
+        for (shape, osize, dtype, fmt), mode, form in product(seed, modes, call_forms)
     ] + [
         _scaled(device, shape, factor, dtype, fmt, mode)
         for (shape, factor, dtype, fmt), mode in product(scaled, modes)
     ]
 
 
-def _check_options(device: str, modes) -> None:
+def _check_options(device: str, modes, call_forms) -> None:
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if not modes or any(m not in MODES for m in modes):
         raise ValueError(f"modes must be a non-empty subset of {MODES}, got {modes!r}")
+    if not call_forms or any(f not in CALL_FORMS for f in call_forms):
+        raise ValueError(f"call_forms must be a non-empty subset of {CALL_FORMS}, got {call_forms!r}")
 
 
-def make_cases(device: str, quick: bool = False, modes=MODES, backward: bool = False) -> list[Case]:
+def make_cases(device: str, quick: bool = False, modes=MODES, backward: bool = False,
+               call_forms=CALL_FORMS) -> list[Case]:
     """All benchmark cases for one run, in run order.
 
     ``quick`` keeps a small subset of the full matrix (on CPU it finishes in a
     few minutes on 2 cores, both tags and compile time included). ``backward``
-    adds a fwd+bwd row for every floating-point ``interp`` row.
+    adds a fwd+bwd row for every floating-point ``interp`` row. ``call_forms``
+    selects the forms of the rows called with ``size``; the other rows have one form.
     """
-    _check_options(device, modes)
-    modes = tuple(modes)
+    _check_options(device, modes, call_forms)
+    modes, call_forms = tuple(modes), tuple(f for f in CALL_FORMS if f in call_forms)
     if quick:
-        forward = _quick_interp_cases(device, modes)
+        forward = _quick_interp_cases(device, modes, call_forms)
         kinds = ("fpn_merge",) if device == "cpu" else ("fpn_merge", "unet_skip")
         fused = [c for c in _fused_cases(device, modes) if c.kind in kinds and c.memory_format == CONTIGUOUS]
         neck = _neck_cases(device, modes[:1], dtypes=("float32" if device == "cpu" else "bfloat16",))
     else:
-        forward = _seed_cases(device, modes) + _scale_cases(device, modes)
+        forward = _seed_cases(device, modes, call_forms) + _scale_cases(device, modes)
         fused = _fused_cases(device, modes)
         neck = _neck_cases(device, modes)
     backward_rows = [replace(c, backward=True) for c in forward if backward and c.dtype in FLOAT_DTYPES]

@@ -8,6 +8,10 @@ format (see docs/perf.md) and exits non-zero if any compiled result differs
 from eager or any case fails (the pickle is written anyway). The pickle is
 rewritten after every case, so a run stopped early keeps the cases it finished.
 
+Before the cases, a "Compiled call overhead" row times a one-op graph (``x + 1``) with the
+same ``dynamic``: the host cost of a compiled call. ``--repeat N`` times each case's columns
+in N interleaved rounds and keeps each column's lowest median.
+
 Each run must use its own Inductor cache: if ``TORCHINDUCTOR_CACHE_DIR`` is
 not set, a fresh temporary one is created before torch is imported.
 """
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from perf.cases import MODES, make_cases  # torch-free: safe before the cache directory is set
+from perf.cases import CALL_FORMS, MODES, make_cases  # torch-free: safe before the cache directory is set
 
 PACKAGE = "decomps"
 TAGS = ("PR", "Nightly")
@@ -47,6 +51,13 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m perf.interp_mode", description=__doc__.split("\n")[0])
     parser.add_argument("output_dir", type=Path, help="folder for the pickle (created if missing)")
@@ -63,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backward", action="store_true", help="add fwd+bwd rows for float dtypes")
     parser.add_argument("--quick", action="store_true", help="a small subset of the case matrix")
     parser.add_argument("--filter", default=None, help=argparse.SUPPRESS)  # regex on case names
+    parser.add_argument("--call-forms", default="both", choices=("literal", "symbolic", "both"),
+                        help="forms of the rows called with size (see perf.cases; default both)")
+    parser.add_argument("--repeat", type=positive_int, default=1,
+                        help="rounds of timing per case, interleaving its columns; each column keeps "
+                             "its lowest median (default 1)")
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
     return parser
 
@@ -108,6 +124,10 @@ def assert_package_absent() -> None:
         raise SystemExit(f"ERROR: '{PACKAGE}' was imported in a Nightly run; its numbers would not be stock torch.")
 
 
+def selected_call_forms(args) -> tuple[str, ...]:
+    return CALL_FORMS if args.call_forms == "both" else (args.call_forms,)
+
+
 def default_pickle_name(modes, tag: str) -> str:
     now = datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{now}-upsample-{'-'.join(modes)}-{tag}.pkl"
@@ -115,7 +135,8 @@ def default_pickle_name(modes, tag: str) -> str:
 
 def select_cases(args, device: str):
     modes = MODES if args.mode == "both" else (args.mode,)
-    cases = make_cases(device, quick=args.quick, modes=modes, backward=args.backward)
+    cases = make_cases(device, quick=args.quick, modes=modes, backward=args.backward,
+                       call_forms=selected_call_forms(args))
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c.name)]
         if not cases:
@@ -136,13 +157,18 @@ def short_message(error: Exception, limit: int = ERROR_CHARS) -> str:
 
 
 def summarize(result) -> str:
+    """``eager 1.23 ms, compiled 0.98 ms (compile 4.1s), matches eager``: one part per column."""
     from perf._tables import format_time, select_unit
 
-    eager, compiled = (m.median for m in result.measurements)
-    unit, scale = select_unit(min(eager, compiled))
-    check = f"MISMATCH: {result.problem}" if result.problem else "matches eager"
-    return (f"eager {format_time(eager, scale)} {unit}, compiled {format_time(compiled, scale)} {unit} "
-            f"(compile {result.compile_seconds:.1f}s), {check}")
+    unit, scale = select_unit(min(m.median for m in result.measurements))
+    times = []
+    for m in result.measurements:
+        description = m.task_spec.description
+        times.append(f"{description.split(' (')[0].lower()} {format_time(m.median, scale)} {unit}")
+        if description in result.compile_seconds:
+            times[-1] += f" (compile {result.compile_seconds[description]:.1f}s)"
+    problems = "; ".join(f"{d}: {p}" for d, p in result.problems.items())
+    return ", ".join(times) + (f", MISMATCH: {problems}" if problems else ", matches eager")
 
 
 @dataclass
@@ -152,27 +178,51 @@ class Collected:
     test_results: list = field(default_factory=list)
     roofline: dict = field(default_factory=dict)
     mismatches: dict = field(default_factory=dict)  # only Compiled columns: eager is the reference
-    compile_seconds: dict = field(default_factory=dict)
+    compile_seconds: dict = field(default_factory=dict)  # only Compiled columns
+    spread: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)
+    compiled_call_overhead_us: float | None = None
 
     def add(self, result) -> None:
         self.test_results += result.measurements
         for m in result.measurements:
             description = m.task_spec.description
             key = (m.task_spec.label, m.task_spec.sub_label, description)
-            self.compile_seconds[key] = result.compile_seconds
-            if description in result.roofline:
-                self.roofline[key] = result.roofline[description]
-            if result.problem and description.startswith("Compiled"):
-                self.mismatches[key] = result.problem
+            for keyed, per_column in ((self.compile_seconds, result.compile_seconds),
+                                      (self.roofline, result.roofline), (self.mismatches, result.problems),
+                                      (self.spread, result.spread)):
+                if description in per_column:
+                    keyed[key] = per_column[description]
+
+    def add_call_overhead(self, result) -> None:
+        """The overhead row, and the compiled call's median (us) as ``compiled_call_overhead_us``."""
+        self.add(result)
+        compiled = next(m for m in result.measurements if m.task_spec.description.startswith("Compiled ("))
+        self.compiled_call_overhead_us = compiled.median * 1e6
 
     def pickle_keys(self) -> dict:
         return {"roofline": self.roofline, "mismatches": self.mismatches, "errors": self.errors,
-                "compile_seconds": self.compile_seconds}
+                "compile_seconds": self.compile_seconds, "spread": self.spread,
+                "compiled_call_overhead_us": self.compiled_call_overhead_us}
+
+
+def measure_call_overhead(args, device: str, min_run_time: float, collected: Collected) -> None:
+    """The "Compiled call overhead" row, timed like a case; a failure is recorded, not raised."""
+    from perf import bench
+
+    try:
+        result = bench.measure_call_overhead(device, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
+                                             min_run_time=min_run_time, repeat=args.repeat)
+    except Exception as e:
+        traceback.print_exc()
+        collected.errors.append(f"{bench.OVERHEAD_LABEL}: {type(e).__name__}: {short_message(e)}")
+        return
+    collected.add_call_overhead(result)
+    print(f"{bench.OVERHEAD_LABEL} ({bench.OVERHEAD_SUB_LABEL}): {summarize(result)}", flush=True)
 
 
 def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None,
-              save=lambda collected: None) -> Collected:
+              save=lambda collected: None, collected: Collected | None = None) -> Collected:
     """Run every case, printing one progress line each; failures are recorded, not raised.
 
     ``save(collected)`` runs after each case, so that a run stopped early (a time limit) keeps the
@@ -182,12 +232,12 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
 
     from perf import bench
 
-    collected = Collected()
+    collected = Collected() if collected is None else collected
     start = time.perf_counter()
     for i, case in enumerate(cases, 1):
         try:
             result = bench.run_case(case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
-                                    min_run_time=min_run_time, copy_gbps=copy_gbps)
+                                    min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat)
         except Exception as e:
             traceback.print_exc()
             error = f"{type(e).__name__}: {short_message(e)}"
@@ -195,8 +245,8 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
             summary = f"FAILED: {error}"
         else:
             collected.add(result)
-            if result.problem:
-                print(f"!!!!! MISMATCH: compiled != eager for {case.name}: {result.problem}", flush=True)
+            for description, problem in result.problems.items():
+                print(f"!!!!! MISMATCH: {description} != eager for {case.name}: {problem}", flush=True)
             summary = summarize(result)
         finally:
             if device == "cuda":
@@ -240,7 +290,8 @@ def run(args) -> int:
     print(f"Tag: {args.tag}, device: {device}, package: {package}")
     print(f"Torch version: {torch.__version__}")
     print(f"Torch config: {torch.__config__.show()}")
-    print(f"Num threads: {torch.get_num_threads()}, dynamic: {args.dynamic}, min_run_time: {min_run_time}")
+    print(f"Num threads: {torch.get_num_threads()}, dynamic: {args.dynamic}, min_run_time: {min_run_time}, "
+          f"repeat: {args.repeat}, call forms: {args.call_forms}")
     print(f"Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}\n", flush=True)
 
     copy_gbps = None
@@ -250,9 +301,12 @@ def run(args) -> int:
 
     def save(collected: Collected) -> None:
         save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic,
-                 package=package, copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
+                 repeat=args.repeat, call_forms=selected_call_forms(args), package=package,
+                 copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
 
-    collected = run_cases(cases, args, device, min_run_time, copy_gbps, save)
+    collected = Collected()
+    measure_call_overhead(args, device, min_run_time, collected)
+    collected = run_cases(cases, args, device, min_run_time, copy_gbps, save, collected)
     if args.tag == "Nightly":
         assert_package_absent()
     save(collected)

@@ -5,7 +5,7 @@
 Grouped like ``torch.utils.benchmark.Compare``: one table per label, one row
 per sub_label, one column per description (in order of first appearance).
 On CUDA each cell also shows the achieved bandwidth and its % of the run's
-device-to-device copy bandwidth.
+device-to-device copy bandwidth; with ``--repeat`` > 1, the spread of the repeats.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from perf._tables import (
     problems_section,
     runs_header,
     select_unit,
+    time_notes,
 )
 
 
@@ -49,10 +50,7 @@ def render_label(label: str, rows: Sequence[Row]) -> str:
         [sub_label] + [cells.get((sub_label, col), "") for col in columns]
         for sub_label in ordered_unique(r.sub_label for r in rows)
     ]
-    note = f"Times are in {unit}"
-    if any(r.gbps is not None for r in rows):
-        note += "; (GB/s, %) = minimal bytes moved / time, and its % of the device-to-device copy bandwidth"
-    return f"### {label}\n\n" + markdown_table([""] + columns, body) + f"\n{note}.\n"
+    return f"### {label}\n\n" + markdown_table([""] + columns, body) + f"\n{time_notes(rows, unit)}\n"
 
 
 def render(runs: Sequence[Run]) -> str:

@@ -1,12 +1,13 @@
 """Speed-up columns computed from benchmark pickles, as markdown tables.
 
     python -m perf.speedup OUT.md PR.pkl NIGHTLY.pkl \\
-        --compare "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly"
+        --compare "Compiled \\(.+\\) PR;Compiled \\(.+\\) Nightly;speed-up PR vs Nightly"
 
 Each ``--compare "A;B[;name]"`` (repeatable) names two columns by regular
 expression (matched against the whole description) within the same row
 (same label and sub_label); the speed-up is time(B) / time(A), so > 1 means
-A is faster. Refuses to overwrite an existing OUT.md.
+A is faster. Rows whose eager time is below 100 us get the note ``host-bound``.
+Refuses to overwrite an existing OUT.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from perf._pickles import Row, Run, load_run
 from perf._tables import (
+    HOST_BOUND_MARK,
+    HOST_BOUND_SECONDS,
     MISMATCH_MARK,
     format_cell,
     group_by_label,
@@ -28,11 +31,19 @@ from perf._tables import (
     problems_section,
     runs_header,
     select_unit,
+    time_notes,
 )
 from perf.results_table import merged_rows
 
-PR_VS_NIGHTLY = "Compiled .+ PR;Compiled .+ Nightly;speed-up PR vs Nightly"
-PR_VS_EAGER = "Compiled .+ PR;Eager .+ PR;speed-up PR vs Eager"
+# "Compiled \(": not the "Compiled reduce-overhead (...)" columns of host-bound CUDA rows.
+PR_VS_NIGHTLY = r"Compiled \(.+\) PR;Compiled \(.+\) Nightly;speed-up PR vs Nightly"
+PR_VS_EAGER = r"Compiled \(.+\) PR;Eager \(.+\) PR;speed-up PR vs Eager"
+REDUCE_OVERHEAD_PR_VS_NIGHTLY = (r"Compiled reduce-overhead \(.+\) PR;Compiled reduce-overhead \(.+\) Nightly;"
+                                 "speed-up reduce-overhead PR vs Nightly")
+REDUCE_OVERHEAD_PR_VS_EAGER = (r"Compiled reduce-overhead \(.+\) PR;Eager \(.+\) PR;"
+                               "speed-up reduce-overhead PR vs Eager")
+# The compares of `python -m perf`; the reduce-overhead ones match only host-bound CUDA rows.
+REPORT_COMPARES = (PR_VS_NIGHTLY, PR_VS_EAGER, REDUCE_OVERHEAD_PR_VS_NIGHTLY, REDUCE_OVERHEAD_PR_VS_EAGER)
 
 
 class SpeedupError(ValueError):
@@ -66,6 +77,7 @@ class SpeedupRow:
     columns: dict[str, Row] = field(default_factory=dict)  # matched columns, by description
     ratios: dict[str, float] = field(default_factory=dict)  # by spec name
     flagged: set[str] = field(default_factory=set)  # spec names computed from a mismatched cell
+    host_bound: bool = False  # an Eager column of the row (any pickle) is below HOST_BOUND_SECONDS
 
 
 def _match_one(pattern: str, rows: Sequence[Row]) -> Row | None:
@@ -84,6 +96,7 @@ def compute_speedups(rows: Sequence[Row], specs: Sequence[Spec]) -> list[Speedup
     result = []
     for (label, sub_label), group in groups.items():
         out = SpeedupRow(label, sub_label)
+        out.host_bound = any(r.description.startswith("Eager") and r.median < HOST_BOUND_SECONDS for r in group)
         for spec in specs:
             first, second = _match_one(spec.first, group), _match_one(spec.second, group)
             if first is None or second is None:
@@ -111,7 +124,15 @@ def render_label(label: str, rows: Sequence[SpeedupRow], spec_names: Sequence[st
         ratios = [_format_ratio(r, n) for n in names]
         body.append([r.sub_label, *times, *ratios])
     header = ["", *columns, *names]
-    return f"### {label}\n\n" + markdown_table(header, body) + f"\nTimes are in {unit}; speed-up = time(B) / time(A).\n"
+    note = f"{time_notes([c for r in rows for c in r.columns.values()], unit)} Speed-up = time(B) / time(A)."
+    if any(r.host_bound for r in rows):
+        header.append("note")
+        for r, cells in zip(rows, body):
+            cells.append(HOST_BOUND_MARK if r.host_bound else "")
+        note += (f" {HOST_BOUND_MARK}: an eager time of the row (of any pickle) is below "
+                 f"{HOST_BOUND_SECONDS * 1e6:.0f} us, where the host cost of a compiled call (the Compiled "
+                 "call overhead row) decides.")
+    return f"### {label}\n\n" + markdown_table(header, body) + f"\n{note}\n"
 
 
 def _format_ratio(row: SpeedupRow, name: str) -> str:

@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from perf.bench import build_workload, compare_results
-from perf.cases import FLOAT_DTYPES, MODES, Case, make_cases, min_bytes, scaled_size
+from perf.cases import CALL_FORMS, FLOAT_DTYPES, MODES, Case, make_cases, min_bytes, scaled_size
 
 
 def _all_option_combinations():
@@ -78,6 +79,62 @@ def test_bad_options_are_rejected():
         make_cases("mps")
     with pytest.raises(ValueError):
         make_cases("cpu", modes=("bilinear",))
+    with pytest.raises(ValueError):
+        make_cases("cpu", call_forms=("static",))
+    with pytest.raises(ValueError):
+        make_cases("cpu", call_forms=())
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("quick", [True, False])
+def test_rows_called_with_size_come_in_both_call_forms(device, quick):
+    cases = make_cases(device, quick=quick, backward=True)
+    with_size = [c for c in cases if c.kind == "interp" and c.scale_factor is None]
+    literal = [c for c in cases if c.call_form == "literal"]
+    assert with_size and {c.call_form for c in with_size} == set(CALL_FORMS)
+    assert set(literal) == {replace(c, call_form="literal") for c in with_size}
+    for c in literal:  # the symbolic twin keeps the seed's sub_label; the literal row appends to it
+        assert c.sub_label == replace(c, call_form="symbolic").sub_label + ", size: literal"
+    assert any(c.backward for c in literal)
+    for form in CALL_FORMS:
+        assert make_cases(device, quick=quick, backward=True, call_forms=(form,)) == [
+            c for c in cases if c.kind != "interp" or c.scale_factor is not None or c.call_form == form]
+
+
+def _traced_sizes(fn, x):
+    """The input's and the output's sizes in the graph that Dynamo traces with dynamic=True."""
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=record, fullgraph=True, dynamic=True)(x)
+    (graph,) = graphs
+    (placeholder,) = [n for n in graph.graph.nodes if n.op == "placeholder" and "example_value" in n.meta
+                      and isinstance(n.meta["example_value"], torch.Tensor)]
+    (output,) = graph.graph.find_nodes(op="output")
+    return tuple(placeholder.meta["example_value"].shape), tuple(output.args[0][0].meta["example_value"].shape)
+
+
+def _is_symbol(size) -> bool:
+    # No comparison with the SymInt: it would specialize it.
+    return isinstance(size, torch.SymInt) and not is_concrete_int(size)
+
+
+@pytest.mark.parametrize("size", [(7, 6), (3, 2)])
+def test_literal_size_is_traced_as_a_constant_and_the_closure_size_as_a_symbol(size):
+    case = Case("interp", "cpu", (1, 3, 5, 4), "float32", osize=size)
+    for form, static_output in (("literal", True), ("symbolic", False)):
+        work = build_workload(replace(case, call_form=form))
+        in_shape, out_shape = _traced_sizes(work.forward, *work.args)
+        assert all(_is_symbol(s) for s in in_shape[1:]), (form, in_shape)  # size 1 is specialized
+        if static_output:
+            assert all(type(s) is int for s in out_shape[2:]) and out_shape[2:] == size, (form, out_shape)
+        else:
+            assert all(_is_symbol(s) for s in out_shape[2:]), (form, out_shape)
+        assert work.forward(*work.args).shape == (1, 3, *size)
 
 
 def test_min_bytes_counts_only_sampled_input_and_the_output():

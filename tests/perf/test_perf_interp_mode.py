@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from argparse import Namespace
 from pathlib import Path
 
@@ -19,17 +20,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_one_case_nightly_run_end_to_end(tmp_path):
-    case = make_cases("cpu", quick=True, modes=("nearest",))[0]
+    """One literal-size case, timed in 2 rounds, after the compiled call overhead row."""
+    case = next(c for c in make_cases("cpu", quick=True, modes=("nearest",)) if c.call_form == "literal")
     cache = tmp_path / "inductor-cache"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     env.pop("TRITON_CACHE_DIR", None)
     command = [sys.executable, "-m", "perf.interp_mode", str(tmp_path), "--tag=Nightly", "--device=cpu",
-               "--quick", "--mode=nearest", "--min-run-time=0.01", "--dynamic=false",
+               "--quick", "--mode=nearest", "--min-run-time=0.01", "--repeat=2",
                f"--filter=^{re.escape(case.name)}$", "--pickle-name=run.pkl"]
     proc = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(rf"^\[1/1\] {re.escape(case.name)} elapsed [\d.]+s ETA 0s \| .*matches eager$",
                      proc.stdout, re.M), proc.stdout
+    assert re.search(r"^Compiled call overhead .*: eager [\d.]+ us, compiled [\d.]+ us", proc.stdout, re.M)
 
     with open(tmp_path / "run.pkl", "rb") as f:
         payload = pickle.load(f)
@@ -37,12 +40,24 @@ def test_one_case_nightly_run_end_to_end(tmp_path):
 
     assert payload["torch_version"] == torch.__version__
     assert payload["num_threads"] == 1 and payload["tag"] == "Nightly" and payload["package"] is None
-    assert payload["dynamic"] is False and payload["mismatches"] == {} and payload["errors"] == []
-    eager, compiled = payload["test_results"]
+    assert payload["dynamic"] is True and payload["mismatches"] == {} and payload["errors"] == []
+    assert payload["repeat"] == 2 and payload["call_forms"] == ("symbolic", "literal")
+    overhead_eager, overhead, eager, compiled = payload["test_results"]
+    assert {m.task_spec.label for m in (overhead_eager, overhead)} == {"Compiled call overhead, cpu"}
+    assert overhead.task_spec.description == f"Compiled ({torch.__version__}) Nightly"
+    assert payload["compiled_call_overhead_us"] == pytest.approx(overhead.median * 1e6)
+    assert payload["compiled_call_overhead_us"] > 0
     assert (eager.task_spec.label, eager.task_spec.sub_label) == (case.label, case.sub_label)
+    assert case.sub_label.endswith(", size: literal")
     assert eager.task_spec.description == f"Eager ({torch.__version__}) Nightly"
     assert compiled.task_spec.description == f"Compiled ({torch.__version__}) Nightly"
     assert compiled.median > 0
+    keys = [(m.task_spec.label, m.task_spec.sub_label, m.task_spec.description) for m in payload["test_results"]]
+    assert sorted(payload["spread"]) == sorted(keys)
+    for m, key in zip(payload["test_results"], keys):  # the kept Measurement is the lowest of 2 medians
+        spread = payload["spread"][key]
+        assert spread["n"] == 2 and spread["min"] == m.median <= spread["max"]
+    assert sorted(payload["compile_seconds"]) == sorted([keys[1], keys[3]])
     assert any(cache.iterdir()), "the run did not use the Inductor cache it was given"
 
 
@@ -79,12 +94,16 @@ def test_private_cache_dir_is_created_unless_given(monkeypatch, tmp_path):
 def test_options():
     parser = interp_mode.build_parser()
     args = parser.parse_args(["out", "--tag=PR"])
-    assert (args.mode, args.device, args.num_threads, args.dynamic, args.backward, args.quick) == (
-        "both", "auto", 1, True, False, False)
+    assert (args.mode, args.device, args.num_threads, args.dynamic, args.backward, args.quick, args.repeat) == (
+        "both", "auto", 1, True, False, False, 1)
+    assert interp_mode.selected_call_forms(args) == ("symbolic", "literal")
     assert parser.parse_args(["out", "--tag=PR", "--dynamic=false"]).dynamic is False
     assert parser.parse_args(["out", "--tag=PR", "--dynamic"]).dynamic is True
-    with pytest.raises(SystemExit):
-        parser.parse_args(["out", "--tag=Other"])
+    literal = parser.parse_args(["out", "--tag=PR", "--call-forms=literal", "--repeat=3"])
+    assert interp_mode.selected_call_forms(literal) == ("literal",) and literal.repeat == 3
+    for bad in (["--tag=Other"], ["--tag=PR", "--repeat=0"], ["--tag=PR", "--call-forms=static"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["out", *bad])
 
 
 def test_orchestrator_gives_each_tag_its_own_cache(tmp_path):
@@ -94,10 +113,12 @@ def test_orchestrator_gives_each_tag_its_own_cache(tmp_path):
     assert len({e["TRITON_CACHE_DIR"] for e in envs}) == 2
     command = orchestrator.child_command("Nightly", args, "x.pkl")
     assert command[1:4] == ["-m", "perf.interp_mode", str(tmp_path)]
-    assert {"--tag=Nightly", "--quick", "--backward", "--device=cpu", "--dynamic=True",
-            "--pickle-name=x.pkl"} <= set(command)
+    assert {"--tag=Nightly", "--quick", "--backward", "--device=cpu", "--dynamic=True", "--repeat=1",
+            "--call-forms=both", "--pickle-name=x.pkl"} <= set(command)
     assert not any(a.startswith("--min-run-time") for a in command)
     assert isinstance(args, Namespace)
+    args = orchestrator.parse_args([str(tmp_path), "--repeat=3", "--call-forms=literal"])
+    assert {"--repeat=3", "--call-forms=literal"} <= set(orchestrator.child_command("PR", args, "x.pkl"))
 
 
 def test_a_wrong_compiled_result_is_recorded_as_a_mismatch(monkeypatch):
@@ -106,8 +127,8 @@ def test_a_wrong_compiled_result_is_recorded_as_a_mismatch(monkeypatch):
     case = next(c for c in make_cases("cpu", quick=True, modes=("nearest",)) if c.dtype == "float32")
     monkeypatch.setattr(bench.torch, "compile", lambda fn, **kwargs: (lambda *args: fn(*args) + 1))
     result = bench.run_case(case, "PR", dynamic=True, num_threads=1, min_run_time=0.01, copy_gbps=100.0)
-    assert result.problem and "elements differ" in result.problem
     eager, compiled = (m.task_spec.description for m in result.measurements)
+    assert list(result.problems) == [compiled] and "elements differ" in result.problems[compiled]
     assert eager.startswith("Eager (") and eager.endswith(") PR") and compiled.startswith("Compiled (")
     assert result.roofline[compiled]["gbps"] == pytest.approx(
         result.roofline[compiled]["bytes"] / result.measurements[1].median / 1e9)
@@ -141,7 +162,7 @@ def test_the_pickle_is_saved_after_every_case(monkeypatch, tmp_path):
         measurements = [Measurement(1, [1e-6], TaskSpec("", "", label=case.label, sub_label=case.sub_label,
                                                         description=f"{kind} (x) {tag}"))
                         for kind in ("Eager", "Compiled")]
-        return bench.CaseResult(measurements, problem=None, compile_seconds=0.0)
+        return bench.CaseResult(measurements)
 
     monkeypatch.setattr(bench, "run_case", fake_run_case)
     path = tmp_path / "run.pkl"
@@ -151,7 +172,7 @@ def test_the_pickle_is_saved_after_every_case(monkeypatch, tmp_path):
         saved.append(len(collected.test_results))
         save_run(path, collected.test_results, tag="PR")
 
-    args = Namespace(tag="PR", dynamic=True, num_threads=1)
+    args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1)
     with pytest.raises(KeyboardInterrupt):
         interp_mode.run_cases(cases, args, "cpu", 0.01, None, save)
     assert saved == [2, 4]
@@ -187,3 +208,89 @@ def test_each_case_compiles_its_own_graph(monkeypatch):
             torch.testing.assert_close(torch.compile(upsample, dynamic=True)(x), upsample(x), rtol=0, atol=0)
     assert (torch._inductor.config.fx_graph_cache, torch._functorch.config.enable_autograd_cache) == before
     assert len(traced) == 2, traced
+
+
+def _measurement(median: float, description: str = "Compiled (x) PR"):
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    return Measurement(1, [median], TaskSpec("", "", label="L", sub_label="S", description=description))
+
+
+def test_repeats_keep_the_lowest_median_and_record_the_spread():
+    from perf import bench
+
+    rounds = [_measurement(t) for t in (3e-6, 1e-6, 2e-6)]
+    best, spread = bench.pick_best(rounds)
+    assert best is rounds[1]
+    assert spread == {"min": 1e-6, "max": 3e-6, "n": 3}
+    assert bench.pick_best(rounds[:1]) == (rounds[0], {"min": 3e-6, "max": 3e-6, "n": 1})
+
+
+def test_reduce_overhead_only_for_host_bound_cuda_rows():
+    from perf import bench
+
+    assert bench.wants_reduce_overhead("cuda", 99e-6)
+    assert not bench.wants_reduce_overhead("cuda", 100e-6)
+    assert not bench.wants_reduce_overhead("cpu", 1e-6)
+
+
+def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = False):
+    """time_workload with a recording stand-in for torch.compile, so that its CUDA branch runs on CPU."""
+    import torch
+
+    from perf import bench
+
+    compiled = []
+
+    def fake_compile(fn, **options):
+        compiled.append(options)
+        if wrong_reduce_overhead and options.get("mode") == "reduce-overhead":
+            return lambda *args: fn(*args) + 1
+        return fn
+
+    monkeypatch.setattr(bench.torch, "compile", fake_compile)
+    monkeypatch.setattr(bench, "_synchronize", lambda device: None)
+    work = bench.Workload(forward, (torch.zeros(8),))
+    result = bench.time_workload(work, "L", "S", "float32", device, "PR", dynamic=True, num_threads=1,
+                                 min_run_time=0.01, repeat=2)
+    return result, compiled
+
+
+def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
+    import torch
+
+    def add_one(x):
+        return x + 1
+
+    def slow_add_one(x):
+        time.sleep(200e-6)
+        return x + 1
+
+    result, compiled = _time_fake(monkeypatch, "cuda", add_one)
+    version = torch.__version__
+    descriptions = [m.task_spec.description for m in result.measurements]
+    assert descriptions == [f"Eager ({version}) PR", f"Compiled ({version}) PR",
+                            f"Compiled reduce-overhead ({version}) PR"]
+    assert compiled == [{"fullgraph": True, "dynamic": True},
+                        {"fullgraph": True, "dynamic": True, "mode": "reduce-overhead"}]
+    assert [result.spread[d]["n"] for d in descriptions] == [2, 2, 2]  # timed in every round
+    assert sorted(result.compile_seconds) == sorted(descriptions[1:]) and not result.problems
+
+    result, _ = _time_fake(monkeypatch, "cuda", add_one, wrong_reduce_overhead=True)
+    assert list(result.problems) == [f"Compiled reduce-overhead ({version}) PR"]
+
+    for device, forward in (("cpu", add_one), ("cuda", slow_add_one)):
+        result, compiled = _time_fake(monkeypatch, device, forward)
+        assert [m.task_spec.description.split(" (")[0] for m in result.measurements] == ["Eager", "Compiled"]
+        assert compiled == [{"fullgraph": True, "dynamic": True}]
+
+
+def test_the_call_overhead_is_stored_as_a_row_and_a_key():
+    from perf import bench
+
+    collected = interp_mode.Collected()
+    eager, compiled = _measurement(3e-6, "Eager (x) PR"), _measurement(15e-6)
+    collected.add_call_overhead(bench.CaseResult([eager, compiled], spread={"Compiled (x) PR": {"n": 1}}))
+    assert collected.test_results == [eager, compiled]
+    assert collected.pickle_keys()["compiled_call_overhead_us"] == pytest.approx(15.0)
+    assert collected.pickle_keys()["spread"] == {("L", "S", "Compiled (x) PR"): {"n": 1}}

@@ -9,7 +9,7 @@ from torch.utils.benchmark.utils.common import Measurement, TaskSpec
 
 from perf import plot, results_table, speedup
 from perf._pickles import load_run, median_seconds, save_run
-from perf.speedup import Spec, SpeedupError, compute_speedups
+from perf.speedup import REPORT_COMPARES, Spec, SpeedupError, compute_speedups
 
 SUB_2D = ("Input (1, 3, 500, 400), torch.uint8, torch.contiguous_format | "
           "mode: nearest, align_corners: None, osize: (256, 256)")
@@ -150,3 +150,49 @@ def test_plot_writes_a_png(seed_pickles, tmp_path):
     out = tmp_path / "chart.png"
     assert plot.main([str(out), *map(str, seed_pickles)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_spread_of_repeats_is_shown(tmp_path):
+    label, path = "Interpolate, cpu", tmp_path / "pr.pkl"
+    eager, compiled = (label, SUB_F32, "Eager (v) PR"), (label, SUB_F32, "Compiled (v) PR")
+    save_run(path, [measurement(*eager, 2e-3), measurement(*compiled, 1e-3)],
+             spread={eager: {"min": 2e-3, "max": 3e-3, "n": 2}, compiled: {"min": 1e-3, "max": 1e-3, "n": 1}})
+    table = results_table.render([load_run(path)])
+    row = next(line for line in table.splitlines() if "300, 400" in line)
+    assert cells(row)[1:] == ["2.00 (max +50%)", "1.00"]
+    assert "highest median of the run's repeats" in table
+
+
+def test_host_bound_rows_are_marked_and_reduce_overhead_columns_compared(tmp_path):
+    """Rows with eager below 100 us get a note; "Compiled (" compares skip reduce-overhead columns."""
+    label, version = "Interpolate, cuda", "2.13.0"
+    small, large = SUB_2D, SUB_F32
+    paths = []
+    for tag, (compiled, reduce_overhead) in {"PR": (60e-6, 20e-6), "Nightly": (90e-6, 30e-6)}.items():
+        rows = [measurement(label, small, f"Eager ({version}) {tag}", 80e-6),
+                measurement(label, small, f"Compiled ({version}) {tag}", compiled),
+                measurement(label, small, f"Compiled reduce-overhead ({version}) {tag}", reduce_overhead),
+                measurement(label, large, f"Eager ({version}) {tag}", 2e-3),
+                measurement(label, large, f"Compiled ({version}) {tag}", 1e-3)]
+        paths.append(tmp_path / f"{tag}.pkl")
+        save_run(paths[-1], rows, compiled_call_overhead_us=12.5)
+    runs = [load_run(p) for p in paths]
+    specs = [Spec.parse(c) for c in REPORT_COMPARES]
+    by_row = {r.sub_label: r for r in compute_speedups(results_table.merged_rows(runs), specs)}
+    assert by_row[small].host_bound and not by_row[large].host_bound
+    assert by_row[small].ratios == pytest.approx({
+        "speed-up PR vs Nightly": 1.5, "speed-up PR vs Eager": 80 / 60,
+        "speed-up reduce-overhead PR vs Nightly": 1.5, "speed-up reduce-overhead PR vs Eager": 4.0})
+    assert set(by_row[large].ratios) == {"speed-up PR vs Nightly", "speed-up PR vs Eager"}
+
+    text = speedup.render(runs, specs)
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("|  |"))
+    assert cells(header)[-1] == "note"
+    assert cells(next(line for line in lines if "500, 400" in line))[-1] == "host-bound"
+    assert cells(next(line for line in lines if "300, 400" in line))[-1] == ""
+    assert "host-bound: an eager time of the row (of any pickle) is below 100 us" in text
+    assert "compiled call overhead 12.5 us" in text
+    seed = [seed_payload(tmp_path / "seed-pr.pkl", "PR", "2.3.0", {SUB_F32: (2e-3, 1e-3)}),
+            seed_payload(tmp_path / "seed-nightly.pkl", "Nightly", "2.3.0", {SUB_F32: (2e-3, 1.5e-3)})]
+    assert "note" not in speedup.render_tables([load_run(p) for p in seed], specs)
