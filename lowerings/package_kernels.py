@@ -3,9 +3,8 @@
 A kernel holds a package node where one of its buffers was traced from a nearest-upsample op
 (``origin.meta["original_aten"]``: the decompositions keep their op there). For those kernels:
 
-* **tiling** (``tiling_settings``): flat with static sizes where the kernel fuses other ops; as
-  many tiles as the ranges allow
-  for channels-last outputs with dynamic sizes.
+* **tiling** (``tiling_settings``): as many tiles as the ranges allow for channels-last outputs
+  with dynamic sizes, else flat where the kernel fuses other ops.
 * **32-bit size arguments.** With dynamic shapes Inductor types every ``ks*`` size argument
   ``i64`` (``signature_to_meta``), so all index arithmetic that touches a size, divisions
   included, runs in 64 bits, even where the kernel indexes in 32 bits because Inductor proved
@@ -66,21 +65,23 @@ def _channels_last(buffer) -> bool:
 def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
     """Inductor config under which a pointwise kernel holding package nodes picks its tiling.
 
-    Static sizes, fused with other ops: flat (one tile). Inductor's coalescing analysis scores
-    the upsample's read, broadcast along output rows, for the row variable and splits the kernel
-    in 2d, which loses to the flat kernel on fused contiguous rows (on an H200: FPN merge 185 ->
-    151 us, UNet skip cat 366 -> 196 us; docs/findings.md). A gather alone keeps Inductor's
-    choice (x1.5 forward: flat 67 us, 2d 43 us). Dynamic sizes, channels-last: as many tiles as the ranges allow. A flat
-    kernel then divides its index by four or five runtime sizes per element, a tiled one per row
-    and column (cat of an x2 upsample and a skip: 455 -> 264 us).
+    Dynamic sizes, channels-last output: as many tiles as the ranges allow. A flat kernel then
+    divides its index by four or five runtime sizes per element, a tiled one per row and column
+    (on an H200, UNet skip cat channels_last 455 -> 264 us; docs/upstream.md). Otherwise, a
+    kernel that fuses the upsample with other ops (an add, a cat): flat. Inductor's coalescing
+    analysis scores the upsample's read, broadcast along output rows, for the row variable and
+    splits the kernel in 2d, which loses to the flat kernel (FPN merge contiguous 185 -> 151 us
+    static, 186 -> 155 us dynamic; UNet skip cat 366 -> 196 / 371 -> 284 us). A kernel of the
+    upsample alone keeps Inductor's choice (a x1.5 gather: flat 67 us, 2d 43 us).
     """
     buffers = package_buffers(node_schedule)
     if not buffers or reduction_numel != 1:
         return {}
-    if not sympy.sympify(numel).free_symbols:
-        return {"triton.max_tiles": 1} if fuses_other_ops(node_schedule) else {}
-    if any(_channels_last(buffer) for buffer in buffers):
+    dynamic = bool(sympy.sympify(numel).free_symbols)
+    if dynamic and any(_channels_last(buffer) for buffer in buffers):
         return {"triton.prefer_nd_tiling": True}
+    if fuses_other_ops(node_schedule):
+        return {"triton.max_tiles": 1}
     return {}
 
 

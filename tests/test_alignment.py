@@ -45,6 +45,15 @@ def _stream(device, widths, *, memory_format=torch.contiguous_format, grad=True)
     return graphs
 
 
+@pytest.fixture(autouse=True)
+def fresh_graphs():
+    """Every compile traces the decompositions: a graph served from the FX-graph or AOTAutograd
+    cache (shared with other tests) would skip them and take no guard."""
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            yield
+
+
 @pytest.fixture
 def guarded_everywhere(monkeypatch):
     """The guard on every device (the CPU backend ignores the fact; the guards are the same)."""

@@ -51,10 +51,12 @@ def test_tiling_settings():
     alone = _schedule(_buffer(UPSAMPLE))
     fused = _schedule(_buffer(UPSAMPLE, aten.cat.default))
     cl = _schedule(_buffer(UPSAMPLE, stride=CHANNELS_LAST))
-    assert settings(fused, 4096, 1) == {"triton.max_tiles": 1}  # static, fused: flat
-    assert settings(alone, 4096, 1) == {}  # static, alone: Inductor's choice
-    assert settings(cl, 64 * s0, 1) == {"triton.prefer_nd_tiling": True}
-    assert settings(alone, 64 * s0, 1) == {}  # dynamic, contiguous
+    assert settings(fused, 4096, 1) == {"triton.max_tiles": 1}  # fused: flat
+    assert settings(fused, 64 * s0, 1) == {"triton.max_tiles": 1}
+    assert settings(alone, 4096, 1) == {}  # alone: Inductor's choice
+    assert settings(alone, 64 * s0, 1) == {}
+    assert settings(cl, 64 * s0, 1) == {"triton.prefer_nd_tiling": True}  # dynamic channels-last
+    assert settings(cl, 4096, 1) == {}
     assert settings(fused, 4096, 16) == {}  # reductions keep Inductor's choice
     assert settings(_schedule(_buffer(aten.add.Tensor)), 4096, 1) == {}  # not ours
 
