@@ -27,7 +27,7 @@ Key = tuple[str, str, str]
 
 @dataclass
 class Row:
-    """One measurement, reduced to what the tables need."""
+    """One measurement, reduced to what the tables and the chart need."""
 
     label: str
     sub_label: str
@@ -36,6 +36,10 @@ class Row:
     gbps: float | None = None
     pct_of_copy: float | None = None
     problem: str | None = None  # a correctness mismatch recorded by the run
+    # The run's, from the pickle's keys (None where a pickle, e.g. a seed one, lacks the key)
+    torch_version: str | None = None
+    device: str | None = None
+    dynamic: bool | None = None
 
     @property
     def key(self) -> Key:
@@ -108,6 +112,9 @@ def to_row(measurement, payload: dict) -> Row:
     row.gbps = roofline.get("gbps")
     row.pct_of_copy = roofline.get("pct_of_copy")
     row.problem = (payload.get("mismatches") or {}).get(row.key)
+    row.torch_version = payload.get("torch_version")
+    row.device = payload.get("device")
+    row.dynamic = payload.get("dynamic")
     return row
 
 
