@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .source_index import holds_where_taken
+from .size_conditions import holds_where_taken
 
 ALIGNMENT = 16
 # The C++ backend vectorizes without divisibility facts: no guard there.

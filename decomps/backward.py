@@ -1,7 +1,7 @@
 """Backward decompositions of nearest / nearest-exact upsampling, as gathers.
 
 Each grad_input element sums the window of grad_output that eager's backward kernel assigns to it,
-``grad_output[lo(i) : lo(i + 1)]`` per spatial dim, with ``lo`` from ``source_index``: no scatter,
+``grad_output[lo(i) : lo(i + 1)]`` per spatial dim, with ``lo`` from ``backward_windows``: no scatter,
 no atomics, no zero-fill pass, deterministic. Windows that follow an index-free pattern become
 views: ``reshape + sum`` for ``o // k`` maps, zero padding for strided downsampling.
 float16 / bfloat16 accumulate in float32 and round once, as eager's opmath does.
@@ -18,10 +18,10 @@ from torch import Tensor
 from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
-from . import alignment, checks, source_index
+from . import alignment, backward_windows, checks, eager_rules, index_patterns, short_periods, size_conditions
 from ._registry import register
 from .ops import BACKWARD
-from .source_index import Pattern
+from .index_patterns import Pattern
 
 aten = torch.ops.aten
 
@@ -38,9 +38,9 @@ def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _dim_pattern(isize, osize, scale, rule) -> Pattern | None:
-    if source_index.is_static(isize, osize):
-        return source_index.static_window_pattern(isize, osize, scale, rule)
-    return source_index.symbolic_window_pattern(isize, osize, scale, rule)
+    if size_conditions.is_static(isize, osize):
+        return index_patterns.static_window_pattern(isize, osize, scale, rule)
+    return index_patterns.symbolic_window_pattern(isize, osize, scale, rule)
 
 
 def _unstride(g: Tensor, dim: int, p: Pattern) -> Tensor:
@@ -62,7 +62,7 @@ def _sum_repeats(g: Tensor, factors: Sequence[int]) -> Tensor:
 
 
 def _window_starts(isize, osize, scale, rule, device, identity_if) -> Tensor:
-    lo = source_index.window_starts(isize, osize, scale, rule, device)
+    lo = backward_windows.window_starts(isize, osize, scale, rule, device)
     if identity_if is not None:
         lo = torch.where(identity_if, torch.arange(isize + 1, device=device), lo)
     return lo
@@ -76,14 +76,14 @@ MAX_UNROLLED_TAPS = 16
 
 
 # Longest period (inputs) of the innermost dim whose windows become sums of slices, and from
-# which rank on, per device type. Measured with perf/period_probe.py (docs/perf.md, finding 3):
+# which rank on, per device type. Measured with perf/probes/period_probe.py (docs/perf.md, finding 3):
 # on CPU they beat the gather in every rank; on an H200 in 2d (x1.5 f16: 1.25x static, 1.45x
 # dynamic) and 3d (1.03x / 1.08x), not in 1d (0.85x dynamic).
 MAX_PERIOD_SUMS = 8
 PERIOD_MIN_RANK = {"cpu": 1, "cuda": 2}
 
 
-def _sum_periods(g: Tensor, period: source_index.Period) -> Tensor:
+def _sum_periods(g: Tensor, period: short_periods.Period) -> Tensor:
     """``out[.., m p + j] = sum(g[.., m q + table[j] : m q + table[j + 1]])``: the window sums of
     each period of g's last dim, from slices, concatenated."""
     periods = g.unflatten(-1, (g.shape[-1] // period.outputs, period.outputs))
@@ -106,7 +106,7 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
     span = last - first + 1
     bounds = []
     for d in range(first, last + 1):
-        bounds.append(source_index.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
+        bounds.append(backward_windows.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
         if bounds[-1] is None:
             return None
     # Per moving dim: the output index of each window position (clamped: always a valid read)
@@ -192,12 +192,12 @@ def upsample_nearest_backward(
     identity_if = None  # CUDA 2d, symbolic sizes: a 0-d bool, the sizes match at run time
     if n == 2 and grad_output.device.type != "cpu":
         # CUDA's 2d backward copies when the sizes match, whatever the scales.
-        if all(source_index.holds(o == i) for o, i in zip(output_size, isizes)):
+        if all(size_conditions.holds(o == i) for o, i in zip(output_size, isizes)):
             return grad_output.clone(memory_format=memory_format)
-        if any(source_index.is_explicit(s) for s in scales):  # else the windows are [i, i + 1)
-            identity_if = source_index.sizes_equal(output_size, isizes)
+        if any(eager_rules.is_explicit(s) for s in scales):  # else the windows are [i, i + 1)
+            identity_if = size_conditions.sizes_equal(output_size, isizes)
 
-    rule = source_index.window_rule(grad_output.device, exact)
+    rule = eager_rules.window_rule(grad_output.device, exact)
     patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
     g = grad_output.to(_accumulation_dtype(dtype))
 
@@ -206,7 +206,7 @@ def upsample_nearest_backward(
     sliceable = sliceable and memory_format == torch.contiguous_format
     if sliceable and patterns[-1] is None:
         # The innermost dim only, as in the forward: outer dims gather whole rows.
-        period = source_index.window_period(
+        period = short_periods.window_period(
             isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SUMS
         )
         if period is not None:

@@ -1,6 +1,6 @@
 """Forward decompositions of nearest / nearest-exact upsampling (1d, 2d, 3d).
 
-Each spatial dim gets eager's source index from ``source_index``. Where eager's map provably
+Each spatial dim gets eager's source index from ``eager_rules``. Where eager's map provably
 needs no index tensor the decomposition uses views instead: identity, ``o // k`` as
 expand + reshape, ``o * k + offset`` as a strided slice (see docs/semantics.md), and on CPU a
 map with a short period (a ratio such as 2 / 3) as slices of each period, concatenated. Any
@@ -18,10 +18,10 @@ from torch import Tensor
 from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
-from . import alignment, checks, source_index
+from . import alignment, checks, eager_rules, index_patterns, short_periods
 from ._registry import register
 from .ops import FORWARD
-from .source_index import Pattern
+from .index_patterns import Pattern
 
 aten = torch.ops.aten
 
@@ -54,12 +54,12 @@ def _repeat(x: Tensor, factors: Sequence[int]) -> Tensor:
 # Longest period (outputs) of the innermost dim that becomes slices, and from which rank on,
 # per device type: Inductor's C++ backend copies each slice of a cat with strided loops, where
 # a gather loads element by element through a buffer (docs/perf.md, finding 3); on CUDA the
-# cat is one masked kernel, slower than the gather with static shapes (perf/period_probe.py).
+# cat is one masked kernel, slower than the gather with static shapes (perf/probes/period_probe.py).
 MAX_PERIOD_SLICES = 8
 PERIOD_MIN_RANK = {"cpu": 1}
 
 
-def _slice_periods(x: Tensor, period: source_index.Period) -> Tensor:
+def _slice_periods(x: Tensor, period: short_periods.Period) -> Tensor:
     """``out[.., m q + t] = x[.., m p + table[t]]``: the q slices of each period of x's last dim."""
     periods = x.unflatten(-1, (x.shape[-1] // period.inputs, period.inputs))
     last = periods.dim() - 1
@@ -75,10 +75,10 @@ def upsample_nearest(
     n = len(scales)  # the op's spatial rank: one scales_* argument per dim
     checks.check_forward(input, output_size, n)
     checks.check_dtype(input.dtype, f"upsample_nearest{'_exact' if exact else ''}{n}d")
-    rule = source_index.forward_rule(input, output_size, exact, scales)
+    rule = eager_rules.forward_rule(input, output_size, exact, scales)
     isizes = input.shape[2:]
     patterns = [
-        source_index.forward_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
+        index_patterns.forward_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
     ]
     memory_format = output_memory_format(input)
     alignment.note_alignment(input.device, alignment.input_and_output(input, output_size, memory_format))
@@ -94,7 +94,7 @@ def upsample_nearest(
         # The innermost dim only, and only where no outer dim gathers: the slices then make the
         # output in one pass (two with a repeat); before an outer gather they would be an extra
         # pass over memory (3d x1.5 at 2 threads: 0.81x the gather alone).
-        period = source_index.forward_period(
+        period = short_periods.forward_period(
             isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SLICES
         )
         if period is not None:
@@ -116,7 +116,7 @@ def upsample_nearest(
         o = torch.arange(output_size[d], dtype=torch.int64, device=input.device)
         p = patterns[d]
         if p is None:
-            idx = source_index.source_index(o, isizes[d], output_size[d], scales[d], rule)
+            idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)
         elif p.kind == "repeat":
             idx = o // p.factor
         else:  # identity, or a stride already applied as a slice

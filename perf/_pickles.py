@@ -28,7 +28,7 @@ Key = tuple[str, str, str]
 
 @dataclass
 class Row:
-    """One measurement, reduced to what the tables need."""
+    """One measurement, reduced to what the tables and the chart need."""
 
     label: str
     sub_label: str
@@ -38,6 +38,10 @@ class Row:
     pct_of_copy: float | None = None
     problem: str | None = None  # a correctness mismatch recorded by the run
     spread: dict | None = None  # {"min", "max", "n"} of the medians of the run's repeats
+    # The run's, from the pickle's keys (None where a pickle, e.g. a seed one, lacks the key)
+    torch_version: str | None = None
+    device: str | None = None
+    dynamic: bool | None = None
 
     @property
     def key(self) -> Key:
@@ -111,6 +115,9 @@ def to_row(measurement, payload: dict) -> Row:
     row.pct_of_copy = roofline.get("pct_of_copy")
     row.problem = (payload.get("mismatches") or {}).get(row.key)
     row.spread = (payload.get("spread") or {}).get(row.key)
+    row.torch_version = payload.get("torch_version")
+    row.device = payload.get("device")
+    row.dynamic = payload.get("dynamic")
     return row
 
 

@@ -4,7 +4,8 @@
 
 plain: ``x.sin() + 1``; stock: a 2x nearest upsample without the package; pkg: the same with it.
 Exports, compiles with ``aoti_compile_and_package``, loads with ``aoti_load_package`` and checks
-the result against eager (docs/cuda.md, 2026-11-21: all three crash in the H200 image's loader).
+the result against eager (docs/runs/tests-h200-2026-11-21.md: all three crash in the H200
+image's loader).
 """
 import os, sys, tempfile, torch
 import torch.nn.functional as F

@@ -1,6 +1,8 @@
-"""Shared helpers for the tests: the op family, eager references and tolerances."""
+"""Shared helpers for the tests: the op family, eager references, tolerances, index parity cases."""
 
 from __future__ import annotations
+
+import random
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -77,3 +79,41 @@ def assert_grad_close(test, actual, expected, tolerance, msg=""):
     err = (actual.double() - expected.double()).abs()
     worst = (err - tolerance).max().item() if err.numel() else -1
     test.assertTrue(worst <= 0, msg=f"gradient error exceeds tolerance by {worst} {msg}")
+
+
+# Index parity cases: sizes, scales and inputs that select each of eager's kernels.
+
+INDEX_GRID = range(1, 301)
+EXPLICIT_SCALES = (0.6, 1.7, 1 / 3, 0.5, 25.0, 2.0000001, 7 / 3, 0.75)
+
+
+def random_size_pairs(n: int, seed: int = 0):
+    rng = random.Random(seed)
+    return [(rng.randint(1, 4096), rng.randint(1, 4096)) for _ in range(n)]
+
+
+def explicit_scale_cases():
+    """(isize, osize, scale): osize as .vec derives it, plus one size off that."""
+    for scale in EXPLICIT_SCALES:
+        for isize in range(1, 301, 7):
+            osize = int(isize * scale)
+            for o in {osize, osize + 1}:
+                if o > 0:
+                    yield isize, o, scale
+
+
+def generic_kernel_input(isize, osize, scale, dtype, device):
+    """1d: the generic CPU kernel (float32 or float64 arithmetic by dtype), CUDA's only rule.
+
+    The input holds its own index, so the output shows which input each position read.
+    Returns (input, output_size, scales)."""
+    x = torch.arange(isize, dtype=dtype, device=device).view(1, 1, isize)
+    return x, [osize], [scale]
+
+
+def channels_last_kernel_input(isize, osize, scale, dtype, device):
+    """2d, 4 channels-last channels: CPU's channels-last kernel (the header helpers) and
+    CUDA's 2d kernel (identity along equal sizes). As ``generic_kernel_input``."""
+    x = torch.arange(isize, dtype=dtype, device=device).view(1, 1, 1, isize)
+    x = x.expand(1, 4, 1, isize).contiguous(memory_format=torch.channels_last)
+    return x, [1, osize], [None, scale]

@@ -116,7 +116,7 @@ class TestBackward(TestCase):
         about ``(isize - 1) * scale`` on; a scale that did not produce the output size (a direct
         op call) makes that window longer than any bound from the scale: the graph scatters.
         ``taps``: the window positions each grad_input element reads, ``ceil(ratio)`` where
-        ``source_index.ceil_ratio_bounds_windows`` holds (downsampling, x1.5), else one more
+        ``backward_windows.ceil_ratio_bounds_windows`` holds (downsampling, x1.5), else one more
         (integer ratios, or ratios too close to one for the size); 0 for a power-of-two repeat.
         On CPU a ratio with a short period (2 / 3, 3 / 2) sums slices of each period instead.
         """

@@ -36,7 +36,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 
 import decomps
 import lowerings
-from decomps import ops, source_index
+from decomps import backward_windows, ops
 
 aten = torch.ops.aten
 TABLE = decomps.decomposition_table()
@@ -546,14 +546,14 @@ def test_automatic_dynamic_after_shape_change():
 def test_backward_without_scale_guards_on_the_size_ratio():
     """Backward of a fixed output ``size=`` with symbolic input sizes: the window bound guards on
     ``osize * (M + isize) <= r * isize * M`` per dim (``M = ROUNDING_MARGIN``, ``r`` the
-    example's ``ceil(osize / isize)``; source_index.ceil_ratio_bounds_windows), so only a larger
+    example's ``ceil(osize / isize)``; backward_windows.ceil_ratio_bounds_windows), so only a larger
     ratio than a graph's is a new graph."""
     shapes = [(2, 3, 5, 6), (2, 3, 6, 8), (2, 3, 7, 4), (2, 3, 10, 11)]
     rec = _run_stream(_f(size=(9, 13), mode="nearest"), shapes, grad=True)
     # static (5, 6); then r = (2, 2) for (6, 8); (7, 4) needs r = 4 along w; (10, 11) fits (2, 2).
     # Fewer when earlier tests left this code object dynamic (automatic dynamic is per code).
     assert rec.graphs <= 3, rec.guards
-    m = source_index.ROUNDING_MARGIN
+    m = backward_windows.ROUNDING_MARGIN
     assert any(_has(g, rf"^13\*s\d+ \+ {13 * m} <= {4 * m}\*s\d+$") for g in rec.guards), rec.guards
 
 

@@ -196,3 +196,35 @@ def test_host_bound_rows_are_marked_and_reduce_overhead_columns_compared(tmp_pat
     seed = [seed_payload(tmp_path / "seed-pr.pkl", "PR", "2.3.0", {SUB_F32: (2e-3, 1e-3)}),
             seed_payload(tmp_path / "seed-nightly.pkl", "Nightly", "2.3.0", {SUB_F32: (2e-3, 1.5e-3)})]
     assert "note" not in speedup.render_tables([load_run(p) for p in seed], specs)
+
+
+def test_chart_title_names_the_runs_and_labels_fit(tmp_path):
+    """The title names device, torch version and ``dynamic`` from the pickles' keys; every row
+    label is drawn whole (its wrapped lines are the row's title) inside the figure."""
+    long_sub = ("FPN merge: lateral (8, 256, 256, 256) + interpolate(top (8, 256, 128, 128), "
+                "scale_factor=2), torch.bfloat16, torch.contiguous_format | mode: nearest")
+    paths = []
+    for tag, compiled in (("PR", 1e-3), ("Nightly", 2e-3)):
+        rows = [measurement("Interpolate fused consumer, cuda", sub, f"{kind} (2.11.0+cu130) {tag}", t)
+                for sub in (SUB_F32, long_sub) for kind, t in (("Eager", 3e-3), ("Compiled", compiled))]
+        paths.append(tmp_path / f"{tag}.pkl")
+        save_run(paths[-1], rows, tag=tag, device="cuda", dynamic=False)
+    specs = [Spec.parse(speedup.PR_VS_NIGHTLY), Spec.parse(speedup.PR_VS_EAGER)]
+    rows = compute_speedups(results_table.merged_rows([load_run(p) for p in paths]), specs)
+    fig = plot.speedup_figure(rows, [s.name for s in specs], "speed-ups")
+    axes = fig.axes[0]
+    assert axes.get_title() == f"speed-ups\ndevice cuda | torch {torch.__version__} | dynamic=False"
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    labels = axes.get_yticklabels()
+    assert [t.get_text().replace("\n", " ") for t in labels] == [plot.row_title(r) for r in rows]
+    assert max(t.get_text().count("\n") for t in labels) >= 1  # the long one wraps
+    inside = fig.bbox
+    for box in [t.get_window_extent(renderer) for t in labels] + [axes.get_tightbbox(renderer)]:
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, box
+
+
+def test_chart_title_of_seed_pickles_says_what_is_not_recorded(seed_pickles):
+    specs = [Spec.parse(speedup.PR_VS_NIGHTLY)]
+    rows = compute_speedups(results_table.merged_rows([load_run(p) for p in seed_pickles]), specs)
+    assert plot.chart_title(rows) == "device cpu | torch 2.3.0a0+git1 / 2.3.0.dev2024 | dynamic=not recorded"

@@ -1,7 +1,7 @@
-"""Which tiling Inductor picks for the fused x2 upsample rows, and what each costs (docs/perf.md,
-finding 4).
+"""Which tiling Inductor picks for the fused x2 upsample rows, and what each costs
+(docs/findings.md, finding 4).
 
-Usage (CUDA only): ``python -m perf.fused_tiling_probe OUT_DIR VARIANT``, one variant per
+Usage (CUDA only): ``python -m perf.probes.fused_tiling_probe OUT_DIR VARIANT``, one variant per
 process (Inductor settings are global), VARIANT one of:
 
 * ``stock``: torch as installed, ``decomps`` not imported;

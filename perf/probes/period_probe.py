@@ -1,6 +1,6 @@
-"""Slices of each period vs the gather, per device (docs/perf.md, finding 3).
+"""Slices of each period vs the gather, per device (docs/findings.md, finding 3).
 
-Usage: ``python -m perf.period_probe OUT_DIR [cpu|cuda]`` (default: cuda when available)
+Usage: ``python -m perf.probes.period_probe OUT_DIR [cpu|cuda]`` (default: cuda when available)
 
 Along an innermost dim whose map repeats every ``p`` inputs / ``q`` outputs the package can cut
 the input into the ``q`` slices of each period and concatenate them (forward), or sum slices of

@@ -1,6 +1,6 @@
-"""Where one compiled training step spends its GPU time, per kernel (docs/perf.md).
+"""Where one compiled training step spends its GPU time, per kernel (docs/findings.md, finding 5).
 
-Usage (CUDA only): ``python -m perf.step_profile OUT_DIR CASE [--stock] [--dynamic]``
+Usage (CUDA only): ``python -m perf.probes.step_profile OUT_DIR CASE [--stock] [--dynamic]``
 
 CASE is ``x1.5`` or ``x1.5-cl`` (forward + ``torch.autograd.grad`` of a 1.5x nearest upsample of
 (8, 64, 200, 200) float16, contiguous or channels-last) or ``fpn-neck`` (the harness's FPN neck

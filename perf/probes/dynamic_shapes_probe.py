@@ -1,6 +1,6 @@
-"""Why dynamic-shape kernels are slower than static ones on the GPU (docs/perf.md, issue 5).
+"""Why dynamic-shape kernels are slower than static ones on the GPU (docs/findings.md, finding 1).
 
-Usage (CUDA only): ``python -m perf.dynamic_shapes_probe OUT_DIR``
+Usage (CUDA only): ``python -m perf.probes.dynamic_shapes_probe OUT_DIR``
 
 The 2x bf16 upsample of (8, 256, 128, 128), four ways, timed with ``triton.testing.do_bench``:
 

@@ -1,0 +1,149 @@
+"""The windows of eager's backward: ``grad_input[i]`` sums ``grad_output[lo(i) : lo(i + 1)]``.
+
+``window_starts`` gives ``lo`` per kernel (CPU: the exact preimage of the header's forward map;
+CUDA: its own ``ceilf`` formula); ``window_bound`` bounds a window's length, which fixes the
+backward's gather width: the exact maximum for static sizes, a bound that ``holds`` proves (or
+guards) for symbolic ones, and None where no bound holds (the backward then scatters).
+docs/semantics.md, "Backward: windows", states the rules and why the bounds hold.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+from torch import Tensor
+
+from .eager_rules import (
+    F32,
+    F64,
+    Rule,
+    cuda_backward_scale,
+    forward_scale,
+    is_explicit,
+    raw_source_index,
+    widen,
+)
+from .size_conditions import holds, host_tensors, is_static, ratio_hint, size_test
+
+
+def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
+    """``lo(i) = #{o < osize : src(o) < i}`` for the CPU rule (src is non-decreasing).
+
+    ``src`` rounds, so ``lo`` is within one of the real-valued preimage ``ceil(i / s)`` (or
+    ``ceil(i / s - 0.5)``); counting ``src < i`` over four candidates from two below it is exact.
+    """
+    # The header's special cases (osize that selects it, windows), as in the forward map
+    # (``eager_rules.source_index``).
+    special = [(isize, i), (2 * isize, 2 * i)] if rule.header_special else []
+    if is_static(isize, osize):
+        for size, start in special:
+            if osize == size:
+                return start
+        special = []
+    s = forward_scale(isize, osize, scale, rule.double)
+    estimate = i.to(F64) / widen(s)
+    if rule.exact:
+        estimate = estimate - 0.5
+    base = (estimate.ceil().to(torch.int64) - 2).clamp(0, osize)
+    below = torch.zeros_like(base)
+    for d in range(4):
+        o = base + d
+        below = below + ((o < osize) & (raw_source_index(o, s, rule) < i)).to(torch.int64)
+    start = base + below
+    # The clamp to isize - 1 sends every later output to the last input.
+    start = torch.where(i >= isize, osize, start).clamp_max(osize)
+    # Symbolic sizes: selected at run time, not under a guard (see size_conditions.size_test).
+    for size, special_start in reversed(special):
+        start = torch.where(size_test(operator.eq, osize - size, 0), special_start, start)
+    return start
+
+
+def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
+    """``nearest_neighbor{,_exact}_bw_compute_source_index`` of ATen's CUDA backward.
+
+    ``min(ceilf(i * s), osize)``, and for exact ``ceilf(fmaf(i, s, -0.5))`` (nvcc contracts it).
+    """
+    s = cuda_backward_scale(isize, osize, scale)
+    if exact:
+        value = (i.to(F64) * widen(s) - 0.5).to(F32)  # fmaf: exact value, one rounding
+    else:
+        value = i.to(F32) * s  # ``int * float``: one float32 product
+    return value.ceil().to(torch.int64).clamp(0, osize)
+
+
+TIGHT_WINDOW_LIMIT = 2**23
+
+# Float32 index products stretch a window by a relative ``isize * 2**-21`` at most
+# (docs/semantics.md); the margin of ``ceil_ratio_bounds_windows`` is four times that.
+ROUNDING_MARGIN = 2**19
+
+
+def ceil_ratio_bounds_windows(isize, osize, scale, r: int):
+    """Whether ``r = ceil(ratio)`` bounds every window (a bool, or a SymBool for ``holds``).
+
+    In exact arithmetic a window spans ``ratio`` outputs (``osize / isize``, or the explicit
+    scale), so it holds at most ``ceil(ratio)`` of them; float32 rounding stretches it by a
+    relative ``isize * 2**-21`` at most. So ``ratio * (1 + isize / ROUNDING_MARGIN) <= r``:
+    a downsample (``r = 1``) or x1.5 (``r = 2``) qualifies, an integer ratio never does.
+    """
+    if is_explicit(scale):
+        return isize <= math.floor((r - scale) / scale * ROUNDING_MARGIN)
+    return osize * (ROUNDING_MARGIN + isize) <= r * isize * ROUNDING_MARGIN
+
+
+def window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
+    """An upper bound on ``lo(i + 1) - lo(i)`` over all ``i`` that the graph may rely on.
+
+    Static sizes: the exact maximum. Symbolic sizes, for a ratio with ``r = ceil(ratio)`` (the
+    explicit scale's where given): ``r`` where ``ceil_ratio_bounds_windows``, else ``r + 1``
+    (``r + 2`` for output sizes from ``TIGHT_WINDOW_LIMIT`` on), each where ``holds`` says it
+    bounds every window (a guard under torch.compile, a proof while exporting); None where no
+    bound holds (the backward then scatters; tests/test_backward.py covers both).
+    """
+    if is_static(isize, osize):
+        return max(_static_window_sizes(isize, osize, scale, rule_or_cuda))
+    return symbolic_window_bound(isize, osize, scale, rule_or_cuda)
+
+
+def symbolic_window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
+    """``window_bound``'s rule for symbolic sizes; with ints (tests) ``holds`` takes each
+    condition as it is."""
+
+    def widened(r: int) -> int:
+        # A window holds at most ceil(ratio) + 1 outputs while float32 index products are
+        # within one unit of their real values, which output sizes below 2**23 ensure.
+        return r + (1 if holds(osize < TIGHT_WINDOW_LIMIT) else 2)
+
+    if is_explicit(scale):
+        # CUDA's windows are steps of ceilf(i * scale). CPU's clamp to isize - 1 gives the last
+        # input every output from about (isize - 1) * scale on: within the bound only if the
+        # output size is at most isize * scale, as when it was computed from the scale.
+        if isinstance(rule_or_cuda, Rule) and not holds(torch.sym_float(osize) <= isize * scale):
+            return None
+        r = math.ceil(scale)
+        return r if holds(ceil_ratio_bounds_windows(isize, osize, scale, r)) else widened(r)
+    ratio = ratio_hint(osize, isize, ceil=True)
+    for r in range(ratio, 65) if torch.compiler.is_exporting() else [ratio]:
+        if holds(ceil_ratio_bounds_windows(isize, osize, None, r)):
+            return r
+        if holds(osize <= r * isize):
+            return widened(r)
+    return None
+
+
+def window_starts(isize, osize, scale, rule_or_cuda, device) -> Tensor:
+    """``lo(i)`` for ``i`` in ``0 .. isize`` (``isize + 1`` values)."""
+    i = torch.arange(isize + 1, dtype=torch.int64, device=device)
+    if rule_or_cuda == "cuda":
+        return cuda_window_start(i, isize, osize, scale, exact=False)
+    if rule_or_cuda == "cuda-exact":
+        return cuda_window_start(i, isize, osize, scale, exact=True)
+    return cpu_window_start(i, isize, osize, scale, rule_or_cuda)
+
+
+def _static_window_sizes(isize: int, osize: int, scale, rule_or_cuda) -> list[int]:
+    with host_tensors():
+        lo = window_starts(isize, osize, scale, rule_or_cuda, "cpu")
+        return (lo[1:] - lo[:-1]).tolist()

@@ -1,0 +1,286 @@
+"""Eager's source-index rule per device and kernel: which one runs, its scale, its forward map.
+
+Eager ATen does not have one rule. Each kernel rounds the source index its own way, and which
+kernel runs depends on the device, the rank, the dtype, the memory layout and the sizes. This
+module names each kernel's arithmetic (``Rule``), picks the rule eager would use
+(``forward_rule``, ``window_rule``), and evaluates the forward map as aten ops, so that a
+decomposition's index equals eager's on every input. docs/semantics.md states the rules and where
+they come from.
+
+Everything here works on one spatial dim. Sizes may be ints or SymInts; ``scale`` is the op's
+optional ``scales_*`` argument (a Python float; eager ignores values <= 0). Where eager's choice
+between maps depends on symbolic sizes (CPU kernel, the header's special cases), the index is
+selected at run time (``KernelChoice``, ``torch.where``), not under a guard: a guard would narrow
+a ``torch.export`` program and AOTInductor drops it.
+
+Each float32 rounding of eager is one float32 op or one float64 -> float32 convert (products
+that eager forms in double, or with an FMA, are exact in float64 here and converted once), never
+a float64 -> float32 -> float64 chain, which Inductor may fold (see ``widen``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import struct
+
+import torch
+from torch import Tensor
+
+from .size_conditions import host_tensors, is_static, size_test
+
+F32 = torch.float32
+F64 = torch.float64
+
+
+def round_to_float32(value: float) -> float:
+    """The float32 nearest to ``value`` (round-half-even), as a Python float."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One eager kernel's arithmetic for ``src(o)``, the input index output ``o`` reads.
+
+    exact:           nearest-exact (pixel centres) instead of nearest.
+    double:          scale and product in float64, rounded to float32 once before ``floorf``
+                     (CPU generic kernel on float64 input); otherwise float32 throughout.
+    header_special:  ``nearest_idx`` in ATen/native/UpSample.h: ``osize == isize`` gives ``o``
+                     and ``osize == 2 * isize`` gives ``o >> 1`` whatever the explicit scale.
+    identity_if_equal: CUDA 2d forward: ``src(o) = o`` along a dim whose sizes are equal.
+    centre_shift:    CPU generic nearest-exact kernel: ``r = s * (o + 0.5) - 0.5`` clamped at 0,
+                     then ``floorf(r + 0.5)``; ``fma`` when the kernel build contracts it.
+    """
+
+    exact: bool
+    double: bool = False
+    header_special: bool = False
+    identity_if_equal: bool = False
+    centre_shift: bool = False
+    fma: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Which rule eager uses
+
+
+def _cpu_uses_fma() -> bool:
+    # The generic CPU kernel is built per capability; only the vectorized builds contract FMA.
+    return torch.backends.cpu.get_cpu_capability() != "DEFAULT"
+
+
+def _either(a: bool | Tensor, b: bool | Tensor) -> bool | Tensor:
+    if isinstance(a, bool):
+        return True if a else b
+    if isinstance(b, bool):
+        return True if b else a
+    return a | b
+
+
+def _cpu_channels_last_kernel(input: Tensor, output_size) -> bool | Tensor:
+    """ATen's UpSampleKernel.cpp choice between its channels-last kernel and the generic one.
+
+    A Python bool for static sizes, a 0-d bool tensor (see ``size_conditions.size_test``) for symbolic ones. The
+    memory format stays a Python bool: strides are guarded anyway.
+    """
+    if input.dim() not in (4, 5):
+        return False
+    wide = size_test(operator.gt, input.size(1), 3)
+    memory_format = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
+    if wide is not False and not bool(input.is_contiguous(memory_format=memory_format)):
+        wide = False
+    if input.dim() == 5 or wide is True:
+        return wide
+    return _either(wide, size_test(operator.le, output_size[0] + output_size[1], 128))
+
+
+def _cpu_kernel_maps_agree(generic: Rule, scale: float | None) -> bool:
+    """Whether eager's two CPU forward kernels read the same inputs along a dim.
+
+    They do for nearest without an explicit scale on a non-float64 input: both compute
+    ``floor(o * fl32(fl32(I) / fl32(O)))``, and the header's special cases agree with it (a scale
+    of exactly 1 for ``O == I``, 0.5 for ``O == 2I``). Checked against eager in
+    tests/test_eager_rules.py. nearest-exact, float64 and explicit scales can differ.
+    """
+    return not generic.exact and not generic.double and not is_explicit(scale)
+
+
+def is_explicit(scale: float | None) -> bool:
+    """Eager uses a ``scales_*`` argument only if it is > 0 (NaN and <= 0 mean "from the sizes")."""
+    return scale is not None and scale > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelChoice:
+    """Eager's CPU forward kernel, when it depends on symbolic sizes and the two maps can differ.
+
+    ``use_channels_last`` is a 0-d bool tensor computed from the sizes at run time: the index is
+    computed with both rules and selected with ``torch.where``, so the graph is exact for every
+    size without a guard.
+    """
+
+    use_channels_last: Tensor
+    channels_last: Rule
+    generic: Rule
+
+    def along(self, scale: float | None) -> Rule | KernelChoice:
+        """The rule of one dim: the generic one wherever both kernels' maps agree."""
+        return self.generic if _cpu_kernel_maps_agree(self.generic, scale) else self
+
+
+def forward_rule(input: Tensor, output_size, exact: bool, scales) -> Rule | KernelChoice:
+    """The rule of the eager forward kernel that ``input`` (on its device) would run.
+
+    On CPU a ``KernelChoice`` where the kernel depends on symbolic sizes and its maps can differ.
+    """
+    if input.device.type != "cpu":
+        # CUDA (and other devices, which share CUDA's formulas): float32, per-dim identity in 2d.
+        return Rule(exact=exact, identity_if_equal=input.dim() == 4)
+    double = input.dtype == F64
+    if exact:
+        generic = Rule(exact=True, double=double, centre_shift=True, fma=_cpu_uses_fma())
+    else:
+        generic = Rule(exact=False, double=double)
+    if all(_cpu_kernel_maps_agree(generic, s) for s in scales):
+        return generic  # whichever kernel eager runs: nothing to decide, nothing to guard
+    # The channels-last kernel uses the header helpers for every dtype: float32 scale; nearest
+    # has the special cases.
+    channels_last = Rule(exact=exact, header_special=not exact)
+    use_channels_last = _cpu_channels_last_kernel(input, output_size)
+    if isinstance(use_channels_last, bool):
+        return channels_last if use_channels_last else generic
+    return KernelChoice(use_channels_last, channels_last, generic)
+
+
+def cpu_backward_rule(exact: bool) -> Rule:
+    """CPU backward scatters with the header helpers (``nearest_idx`` / ``nearest_exact_idx``)."""
+    return Rule(exact=exact, header_special=not exact)
+
+
+def window_rule(device: torch.device, exact: bool) -> Rule | str:
+    """Which eager backward kernel's windows: a CPU ``Rule`` (adjoint of its map) or CUDA's."""
+    if device.type == "cpu":
+        return cpu_backward_rule(exact)
+    return "cuda-exact" if exact else "cuda"
+
+
+# ---------------------------------------------------------------------------------------------
+# Scales
+
+
+def forward_scale(isize, osize, scale: float | None, double: bool):
+    """``compute_scales_value``: ``1 / scale`` if given and > 0, else ``isize / osize``.
+
+    Static sizes give a Python float (float32-rounded unless ``double``); symbolic sizes give a
+    0-d tensor holding the same value, float32 (float64 if ``double``).
+    """
+    if is_explicit(scale):
+        return 1.0 / scale if double else round_to_float32(1.0 / scale)
+    if is_static(isize, osize):
+        if double:
+            return isize / osize
+        return round_to_float32(round_to_float32(isize) / round_to_float32(osize))
+    ratio = _as_f64(isize) / _as_f64(osize)
+    # float64 quotient of two ints below 2**24, rounded once more, is float32 division.
+    return ratio if double else ratio.to(F32)
+
+
+def cuda_backward_scale(isize, osize, scale: float | None):
+    """``compute_scales_value_backwards<float>``: ``scale`` if given and > 0, else ``osize / isize``."""
+    if is_explicit(scale):
+        return round_to_float32(scale)
+    if is_static(isize, osize):
+        return round_to_float32(round_to_float32(osize) / round_to_float32(isize))
+    return (_as_f64(osize) / _as_f64(isize)).to(F32)
+
+
+def _as_f64(size) -> Tensor:
+    return torch.scalar_tensor(size, dtype=F64)
+
+
+def widen(scale):
+    """A scale (Python float or 0-d tensor) as float64, for exact float64 products.
+
+    A float32 tensor goes through ``abs`` (a no-op: scales are positive) before the upcast:
+    Inductor's joint-graph pass ``pointless_convert`` (torch 2.11) folds the chain
+    ``float64 -> float32 -> float64`` into nothing and so drops the float32 rounding of the scale.
+    """
+    if isinstance(scale, Tensor) and scale.dtype == F32:
+        return scale.abs().to(F64)
+    return scale
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward map
+
+
+def _floor_f32(value: Tensor) -> Tensor:
+    """``(int64) floorf((float) value)`` for a float64 ``value``."""
+    return value.to(F32).floor().to(torch.int64)
+
+
+def raw_source_index(o: Tensor, scale, rule: Rule) -> Tensor:
+    """``src(o)`` before the clamp to ``isize - 1``; ``o`` is int64 (any shape).
+
+    Each float32 rounding of eager is one float32 op or one float64 -> float32 convert here,
+    never a float64 -> float32 -> float64 chain (graph passes may fold those, see ``widen``).
+    """
+    if rule.centre_shift:
+        # area_pixel_compute_source_index(scale, o, align_corners=False) then floorf(r + 0.5).
+        centre = (o.to(F64) + 0.5) * widen(scale)  # exact in float64
+        if rule.double:
+            shifted = centre - 0.5  # float64 throughout (FMA would differ in the last bit only)
+            return _floor_f32(shifted.clamp_min(0.0) + 0.5)
+        if rule.fma:
+            shifted = (centre - 0.5).to(F32)  # fmaf: exact value, one rounding
+        else:
+            shifted = centre.to(F32) - 0.5  # two float32 roundings
+        return (shifted.clamp_min(0.0) + 0.5).floor().to(torch.int64)
+    if rule.exact:
+        # ``(o + 0.5) * scale`` is a double product in eager, exact, then rounded to float.
+        return _floor_f32((o.to(F64) + 0.5) * widen(scale))
+    if rule.double:
+        return _floor_f32(o.to(F64) * scale)
+    # ``int64 * float`` in eager: o converted to float, one float32 product.
+    return (o.to(F32) * scale).floor().to(torch.int64)
+
+
+def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | KernelChoice) -> Tensor:
+    """Eager's input index for output indices ``o`` (int64 tensor) along one dim."""
+    if isinstance(rule, KernelChoice):
+        rule = rule.along(scale)
+    if isinstance(rule, KernelChoice):
+        return torch.where(
+            rule.use_channels_last,
+            source_index(o, isize, osize, scale, rule.channels_last),
+            source_index(o, isize, osize, scale, rule.generic),
+        )
+    # Eager's special cases, checked in this order before its formula: (osize that selects it, map)
+    special = []
+    if rule.identity_if_equal or rule.header_special:
+        special.append((isize, o))
+    if rule.header_special:
+        special.append((2 * isize, o // 2))
+    if is_static(isize, osize):
+        for size, src in special:
+            if osize == size:
+                return src
+        special = []
+    s = forward_scale(isize, osize, scale, rule.double)
+    src = raw_source_index(o, s, rule).clamp_max(isize - 1)
+    # Symbolic sizes: selected at run time, not under a guard (see size_conditions.size_test).
+    for size, special_src in reversed(special):
+        src = torch.where(size_test(operator.eq, osize - size, 0), special_src, src)
+    return src
+
+
+def source_indices(isize, osize, scale, rule: Rule, device) -> Tensor:
+    """``source_index`` of every output position: an int64 tensor of length ``osize``."""
+    o = torch.arange(osize, dtype=torch.int64, device=device)
+    return source_index(o, isize, osize, scale, rule)
+
+
+def static_source_indices(isize: int, osize: int, scale, rule: Rule) -> list[int]:
+    """Eager's map for concrete sizes, computed on the host."""
+    with host_tensors():
+        return source_indices(isize, osize, scale, rule, "cpu").tolist()

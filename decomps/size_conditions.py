@@ -1,0 +1,104 @@
+"""Size conditions on int or symbolic sizes, and host evaluation of index maps.
+
+A decomposition traced with symbolic sizes must not bake in a fact about the example sizes that
+the graph does not check. Three tools, one per kind of choice (docs/design.md, "Size
+conditions"):
+
+* ``size_test`` / ``sizes_equal``: a condition evaluated at run time as a 0-d bool tensor, for
+  eager's own case splits (selected with ``torch.where``; no guard anywhere);
+* ``holds`` / ``holds_where_taken``: whether a fast path's condition holds for the graph being
+  traced: a guard under ``torch.compile``, a proof over the declared ranges while exporting
+  (export turns a guard into an assertion over the range, and AOTInductor drops it);
+* ``size_hint`` / ``ratio_hint``: example values, to pick which fast path to ask ``holds`` about.
+
+``host_tensors`` runs tensor code eagerly for concrete sizes, outside any tracing mode, to prove
+on the host that a fast path equals eager's map.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch import Tensor
+from torch.fx.experimental import symbolic_shapes
+
+
+def is_static(*sizes) -> bool:
+    return all(isinstance(s, int) for s in sizes)
+
+
+def size_test(compare, size, bound) -> bool | Tensor:
+    """``compare(size, bound)`` for a size: a Python bool for an int; for a SymInt a 0-d bool
+    tensor evaluated at run time. A Python bool of a SymInt condition installs a guard, which
+    ``torch.export`` turns into an assertion over the declared range and AOTInductor drops.
+    """
+    if is_static(size):
+        return compare(size, bound)
+    return compare(torch.scalar_tensor(size, dtype=torch.int64), bound)
+
+
+def holds(condition) -> bool:
+    """Whether a size condition that selects a fast path holds, for the graph being traced.
+
+    A Python bool as it is. A SymBool: under ``torch.compile`` a guard (Dynamo recompiles when it
+    fails); while exporting only what the shape env proves over the declared ranges, because
+    export turns guards into assertions over those ranges and AOTInductor drops them.
+    """
+    if isinstance(condition, bool):
+        return condition
+    if torch.compiler.is_exporting():
+        return symbolic_shapes.statically_known_true(condition)
+    return symbolic_shapes.guard_or_false(condition)
+
+
+def holds_where_taken(condition) -> bool:
+    """``holds`` for a fast path whose alternative is exact for every size: where the example
+    sizes say no, no guard (the graph without the fast path serves every size, so sizes that
+    would take it cause no recompile); where they say yes, ``holds``."""
+    if isinstance(condition, bool) or torch.compiler.is_exporting():
+        return holds(condition)
+    if condition.node.has_hint() and not condition.node.hint:
+        return False
+    return holds(condition)
+
+
+def sizes_equal(sizes, others) -> Tensor:
+    """``sizes == others`` (all of them) as a 0-d bool tensor evaluated at run time (no guard)."""
+    result = torch.ones((), dtype=torch.bool)
+    for a, b in zip(sizes, others, strict=True):
+        result = result & size_test(operator.eq, a - b, 0)
+    return result
+
+
+def size_hint(size) -> int:
+    """A size's example value, without a guard: which fast path to try (``holds`` decides)."""
+    if isinstance(size, int):
+        return size
+    # torch 2.13 renamed hint_int to optimization_hint
+    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
+    return hint(size, fallback=1)
+
+
+def ratio_hint(osize, isize, ceil: bool = False) -> int:
+    """``osize // isize`` (or its ceiling) of the example sizes."""
+    o, i = size_hint(osize), max(size_hint(isize), 1)
+    return -(-o // i) if ceil else o // i
+
+
+class host_tensors:
+    """Runs tensor code eagerly on the host, outside any tracing or fake mode.
+
+    Decompositions use it to evaluate the index map for concrete sizes, to prove a fast path
+    equals eager's map before taking it.
+    """
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        self._modes = _disable_current_modes()
+        self._modes.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._modes.__exit__(*exc)

@@ -1,0 +1,26 @@
+"""perf/probes/: each probe runs as ``python -m perf.probes.NAME`` and names the finding of
+docs/findings.md it measures."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBES = sorted(p for p in (ROOT / "perf" / "probes").glob("*.py") if p.name != "__init__.py")
+FINDINGS = re.findall(r"^## (\d+)\. ", (ROOT / "docs" / "findings.md").read_text(), re.M)
+
+
+def test_probes_are_found():
+    assert {p.stem for p in PROBES} >= {"dynamic_shapes_probe", "period_probe", "fused_tiling_probe", "step_profile"}
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=lambda p: p.stem)
+def test_probe_names_its_finding_and_command(probe):
+    module = ast.parse(probe.read_text())
+    doc = ast.get_docstring(module) or ""
+    cited = re.findall(r"docs/findings\.md,\s+finding (\d+)", doc)
+    assert cited and set(cited) <= set(FINDINGS), (cited, FINDINGS)
+    assert f"python -m perf.probes.{probe.stem}" in doc
+    assert any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in module.body)

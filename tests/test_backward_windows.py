@@ -1,0 +1,92 @@
+"""backward_windows: eager's backward windows per device, and the bounds on their length."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+from decomps import backward_windows, eager_rules
+from tests.common import backward_op, explicit_scale_cases, random_size_pairs
+
+
+class TestBackwardWindows(TestCase):
+    def test_backward_windows(self, device):
+        """Each input's window [lo(i), lo(i+1)) equals the outputs eager's backward sums into it.
+
+        Windows are contiguous, so eager's count and sum of output positions per input pin
+        them down.
+        """
+        cases = [(i, o, None) for i in range(1, 121) for o in range(1, 121)]
+        cases += list(explicit_scale_cases()) + [(i, o, None) for i, o in random_size_pairs(100)]
+        mismatches = []
+        for exact in (False, True):
+            rule = eager_rules.window_rule(torch.device(device), exact)
+            for isize, osize, scale in cases:
+                positions = torch.arange(osize, dtype=torch.float64, device=device)
+                grads = torch.stack([torch.ones_like(positions), positions]).view(2, 1, osize)
+                eager = backward_op(1, exact)(grads, [osize], [2, 1, isize], scale).cpu()
+                lo = backward_windows.window_starts(isize, osize, scale, rule, device).cpu()
+                o = torch.arange(osize, dtype=torch.float64)
+                inside = (o >= lo[:-1, None]) & (o < lo[1:, None])
+                ours = torch.stack([inside.sum(1).double(), (inside * o).sum(1)]).view(2, 1, isize)
+                if not torch.equal(ours, eager):
+                    mismatches.append((exact, isize, osize, scale))
+                bound = backward_windows.window_bound(isize, osize, scale, rule)
+                self.assertLessEqual(int((lo[1:] - lo[:-1]).max()), bound)
+        self.assertEqual(mismatches, [])
+
+    def test_symbolic_window_bound_covers_every_window(self, device):
+        """The gather width of symbolic sizes below ``TIGHT_WINDOW_LIMIT`` is at least every
+        window of eager's backward (window_starts is checked against eager above): ``r =
+        ceil(osize / isize)`` (``ceil(scale)`` for an explicit scale) where
+        ``ceil_ratio_bounds_windows`` says so, else ``r + 1``. All pairs to 150, random pairs to
+        2**22, ratios just off an integer (``k * isize +- 1``, ``isize +- 1``), output sizes just
+        below the limit, and ratios at the edge of the ``r`` condition.
+        """
+        rng = random.Random(3)
+        limit = backward_windows.TIGHT_WINDOW_LIMIT
+        margin = backward_windows.ROUNDING_MARGIN
+        pairs = [(i, o) for i in range(1, 151) for o in range(1, 151)]
+        pairs += [(rng.randint(1, 2**22), rng.randint(1, 2**22)) for _ in range(20)]
+        for isize in (3, 7, 1000, 4095, 65537, 2**21 - 1):
+            for k in (1, 2, 3, 5):
+                pairs += [(isize, k * isize + d) for d in (-1, 1) if 0 < k * isize + d < limit]
+        pairs += [(i, limit - 1) for i in (limit - 2, 2**22 + 1, 3 * 2**20 + 7, 2**21 - 3, 1 << 20)]
+        # non-integer ratios whose CPU nearest-exact windows reach r + 1 (found by search)
+        pairs += [(3590676, 7181336), (2676878, 5353755), (2735765, 8207292)]
+        # the largest osize for which r alone is the bound, and the next one
+        edge = [(i, k * i * margin // (margin + i)) for i in (5, 999, 2**16 + 1, 2**19 - 7, 2**21) for k in (1, 2, 3)]
+        pairs += [(i, o + d) for i, o in edge for d in (0, 1) if o + d > 0]
+        cases = [(i, o, None, -(-o // i)) for i, o in pairs]
+        # explicit scales (on CPU only where osize <= isize * scale, else no bound), and scales at
+        # the edge of the r condition
+        explicit = list(explicit_scale_cases()) + [(i, round(i * 1.5), 1.5) for i in (5, 77, 2**20 + 3)]
+        for i in (5, 999, 2**16 + 1, 2**19 - 7):
+            for k in (1, 2, 3):
+                scale = k * margin / (margin + i)
+                explicit += [(i, math.floor(i * scale), scale), (i, math.floor(i * scale), math.nextafter(scale, k))]
+        cases += [(i, o, s, math.ceil(s)) for i, o, s in explicit if device != "cpu" or o <= i * s]
+        too_wide, ceil_bounds = [], 0
+        for exact in (False, True):
+            rule = eager_rules.window_rule(torch.device(device), exact)
+            for isize, osize, scale, r in cases:
+                lo = backward_windows.window_starts(isize, osize, scale, rule, device)
+                widest = int((lo[1:] - lo[:-1]).max())
+                bound = backward_windows.symbolic_window_bound(isize, osize, scale, rule)
+                self.assertIn(bound, (r, r + 1), msg=(isize, osize, scale))
+                ceil_bounds += bound == r
+                if widest > bound:
+                    too_wide.append((exact, isize, osize, scale, widest, bound))
+        self.assertEqual(too_wide, [])
+        self.assertGreater(ceil_bounds, len(cases) // 2)  # r alone is the bound for most pairs
+
+
+instantiate_device_type_tests(TestBackwardWindows, globals(), only_for=("cpu", "cuda"))
+
+
+if __name__ == "__main__":
+    run_tests()

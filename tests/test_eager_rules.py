@@ -1,0 +1,121 @@
+"""eager_rules: the forward map of every eager kernel equals the index eager reads, per device."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+from decomps import eager_rules
+from tests.common import (
+    INDEX_GRID,
+    TABLE,
+    aten,
+    backward_op,
+    channels_last_kernel_input,
+    explicit_scale_cases,
+    forward_op,
+    generic_kernel_input,
+    random_size_pairs,
+)
+
+
+class TestEagerRules(TestCase):
+    def _check_forward(self, device, dtype, make_input, cases):
+        """Compares eager_rules.source_index with the index eager reads, encoded in the input's values."""
+        mismatches = []
+        for exact in (False, True):
+            for isize, osize, scale in cases:
+                x, out_size, scales = make_input(isize, osize, scale, dtype, device)
+                op = forward_op(x.dim() - 2, exact)
+                eager = op(x, out_size, *scales).reshape(-1)[: osize].long().cpu()
+                rule = eager_rules.forward_rule(x, out_size, exact, scales)
+                ours = eager_rules.source_indices(isize, osize, scale, rule, device).cpu()
+                if not torch.equal(ours, eager):
+                    mismatches.append((exact, isize, osize, scale, rule))
+        self.assertEqual(mismatches, [])
+
+    @dtypes(torch.float32, torch.float64)
+    def test_forward_grid(self, device, dtype):
+        cases = [(i, o, None) for i in INDEX_GRID for o in INDEX_GRID]
+        self._check_forward(device, dtype, generic_kernel_input, cases)
+
+    @dtypes(torch.float32, torch.float64)
+    def test_forward_explicit_scales_and_large_sizes(self, device, dtype):
+        cases = list(explicit_scale_cases()) + [(i, o, None) for i, o in random_size_pairs(300)]
+        cases += [(i, o, o / i) for i, o in random_size_pairs(100, seed=1)]
+        self._check_forward(device, dtype, generic_kernel_input, cases)
+
+    def test_forward_channels_last_kernel(self, device):
+        cases = [(i, o, None) for i in range(1, 121) for o in range(1, 121)]
+        cases += list(explicit_scale_cases()) + [(i, o, None) for i, o in random_size_pairs(100)]
+        self._check_forward(device, torch.float32, channels_last_kernel_input, cases)
+
+    def test_no_float_round_trip_in_symbolic_graphs(self, device):
+        """No float64 -> float32 -> float64 convert chain in any decomposition's symbolic graph.
+
+        Inductor (torch 2.11 ``pointless_convert``) folds such a chain and with it the float32
+        rounding the chain stands for; float32 roundings must be float32 ops or single converts.
+        """
+        floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+        for exact, rank in itertools.product((False, True), (1, 2)):
+            for channels_last in (False, True) if rank == 2 else (False,):
+                x = torch.randn((1, 5, 7, 9)[: rank + 2], device=device)
+                if channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                osize = [13, 4][:rank]
+                for op, args in (
+                    (forward_op(rank, exact), (x, osize)),
+                    (forward_op(rank, exact), (x, osize, *[0.7] * rank)),
+                    (backward_op(rank, exact), (torch.randn(*x.shape[:2], *osize, device=device), osize, list(x.shape))),
+                ):
+                    graph = make_fx(
+                        lambda *a, op=op: op(*a), decomposition_table=TABLE, tracing_mode="symbolic"
+                    )(*args).graph
+                    for node in graph.nodes:
+                        if node.target not in (aten._to_copy.default, torch.ops.prims.convert_element_type.default):
+                            continue
+                        source = node.args[0]
+                        if not (isinstance(source, torch.fx.Node) and source.target == node.target):
+                            continue
+                        inner = source.args[0].meta["val"].dtype, source.meta["val"].dtype
+                        outer = node.meta["val"].dtype
+                        lossy_round_trip = inner[0] in floats and inner[1] in floats and outer in floats and (
+                            inner[1].itemsize < min(inner[0].itemsize, outer.itemsize))
+                        self.assertFalse(lossy_round_trip, msg=f"{op} {inner} -> {outer}:\n{graph}")
+
+
+class TestCpuKernelChoice(TestCase):
+    def test_cpu_kernels_agree_for_nearest_without_scale(self):
+        """forward_rule decides nothing (and guards nothing) for nearest without an explicit scale
+        on a non-float64 input, because eager's two CPU kernels read the same inputs there; for
+        float64 they do not. Same sizes through both kernels: generic (contiguous, 2 channels,
+        oh + ow > 128) and channels-last (4 channels-last channels)."""
+        pairs = [(i, o) for i in range(1, 81) for o in range(1, 81)] + random_size_pairs(50, seed=2)
+        differ = {}
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.uint8, torch.float64):
+            differ[dtype] = 0
+            for isize, osize in pairs:
+                v = torch.arange(isize)
+                rows = torch.stack([v // 64, v % 64]).to(dtype)  # the index, exact in every dtype
+                generic = rows.view(1, 2, isize, 1)
+                channels_last = torch.cat([rows, rows]).view(1, 4, isize, 1)
+                channels_last = channels_last.contiguous(memory_format=torch.channels_last)
+                a = aten.upsample_nearest2d.default(generic, [osize, 200])[0, :, :, 0]
+                b = aten.upsample_nearest2d.default(channels_last, [osize, 200])[0, :2, :, 0]
+                differ[dtype] += not torch.equal(a, b)
+            if dtype != torch.float64:
+                for x in (generic, channels_last):
+                    rule = eager_rules.forward_rule(x, [osize, 200], False, [None, None])
+                    self.assertEqual(rule, eager_rules.Rule(exact=False))
+        self.assertEqual([d for d, n in differ.items() if n], [torch.float64])
+
+
+instantiate_device_type_tests(TestEagerRules, globals(), only_for=("cpu", "cuda"))
+
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,94 @@
+"""size_conditions: which size conditions install guards, which are proofs, which run in the graph."""
+
+from __future__ import annotations
+
+import operator
+from unittest import mock
+
+import torch
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+from decomps import size_conditions
+
+
+def _sizes(*hints):
+    """Symbolic sizes with these example values, and their shape env."""
+    env = ShapeEnv()
+    sizes = [env.create_symintnode(env.create_symbol(h, source=ConstantSource(f"s{k}")), hint=h)
+             for k, h in enumerate(hints)]
+    return env, sizes
+
+
+def _exporting():
+    return mock.patch("torch.compiler.is_exporting", return_value=True)
+
+
+class TestSizeConditions(TestCase):
+    def test_python_bools_pass_through(self):
+        for condition in (True, False):
+            self.assertIs(size_conditions.holds(condition), condition)
+            self.assertIs(size_conditions.holds_where_taken(condition), condition)
+        self.assertIs(size_conditions.size_test(operator.eq, 4, 4), True)
+
+    def test_holds_guards_under_compile(self):
+        """Under torch.compile a condition is a guard on the example sizes, true or false."""
+        env, (i, o) = _sizes(5, 10)
+        self.assertTrue(size_conditions.holds(o >= 2 * i))
+        self.assertFalse(size_conditions.holds(o > 3 * i))
+        self.assertEqual(len(env.guards), 2)
+
+    def test_holds_proves_while_exporting(self):
+        """While exporting only what the shape env proves holds, and nothing is guarded: true
+        at the example sizes is not enough."""
+        env, (i, o) = _sizes(5, 10)
+        with _exporting():
+            self.assertFalse(size_conditions.holds(o == 2 * i))
+            self.assertTrue(size_conditions.holds(2 * i > i))
+            self.assertFalse(size_conditions.holds_where_taken(o == 2 * i))
+        self.assertEqual(env.guards, [])
+
+    def test_holds_where_taken_guards_only_where_the_example_takes_it(self):
+        env, (i, o) = _sizes(4, 7)
+        self.assertFalse(size_conditions.holds_where_taken(o * 2 == i * 3))
+        self.assertEqual(env.guards, [])  # later sizes with the ratio reuse this graph
+        self.assertTrue(size_conditions.holds_where_taken(o * 4 == i * 7))
+        self.assertEqual(len(env.guards), 1)
+
+    def test_hints_read_example_values_without_guards(self):
+        env, (i, o) = _sizes(4, 7)
+        self.assertEqual(size_conditions.size_hint(i), 4)
+        self.assertEqual(size_conditions.ratio_hint(o, i), 1)
+        self.assertEqual(size_conditions.ratio_hint(o, i, ceil=True), 2)
+        self.assertEqual(env.guards, [])
+
+    def test_size_tests_run_in_the_graph(self):
+        """``size_test`` and ``sizes_equal`` on symbolic sizes are computed by the graph at run
+        time: one traced graph answers for sizes on both sides of the condition."""
+
+        def f(x):
+            h, w = x.shape
+            same = size_conditions.sizes_equal([h], [w])
+            wide = size_conditions.size_test(operator.gt, w, 3)
+            return torch.where(same, 1, 0) + torch.where(wide, 2, 0)
+
+        graph = make_fx(f, tracing_mode="symbolic")(torch.ones(3, 4))  # 3, 4: distinct symbols
+        for (h, w), expected in (((3, 3), 0 + 1), ((3, 5), 2), ((6, 6), 3), ((2, 1), 0)):
+            self.assertEqual(int(graph(torch.ones(h, w))), expected, msg=(h, w))
+
+    def test_host_tensors_leave_fake_mode(self):
+        """Inside a fake mode, ``host_tensors`` computes real values (the host proofs need them)."""
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+        with FakeTensorMode():
+            self.assertIsInstance(torch.arange(3), FakeTensor)
+            with size_conditions.host_tensors():
+                values = torch.arange(3) * 2
+                self.assertNotIsInstance(values, FakeTensor)
+                self.assertEqual(values.tolist(), [0, 2, 4])
+
+
+if __name__ == "__main__":
+    run_tests()
