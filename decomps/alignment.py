@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
 
 from .size_conditions import holds_where_taken
 
@@ -52,11 +51,3 @@ def note_alignment(device: torch.device, shapes_and_formats) -> bool:
     for other in conditions[1:]:
         condition = condition & other
     return holds_where_taken(condition)
-
-
-def input_and_output(input: Tensor, output_size: Sequence, memory_format) -> list:
-    """The forward's tensors: the input as it is laid out, the output in eager's layout."""
-    from torch._prims_common import suggest_memory_format
-
-    output_shape = [*input.shape[:2], *output_size]
-    return [(input.shape, suggest_memory_format(input)), (output_shape, memory_format)]

@@ -81,7 +81,10 @@ def upsample_nearest(
         index_patterns.forward_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
     ]
     memory_format = output_memory_format(input)
-    alignment.note_alignment(input.device, alignment.input_and_output(input, output_size, memory_format))
+    output_shape = [*input.shape[:2], *output_size]
+    alignment.note_alignment(
+        input.device, [(input.shape, suggest_memory_format(input)), (output_shape, memory_format)]
+    )
 
     x = input
     for d, (p, o) in enumerate(zip(patterns, output_size)):
