@@ -1,4 +1,4 @@
-"""Why dynamic-shape kernels are slower than static ones on the GPU (docs/perf.md, issue 5).
+"""Why dynamic-shape kernels are slower than static ones on the GPU (docs/perf.md).
 
 Usage (CUDA only): ``python -m perf.dynamic_shapes_probe OUT_DIR``
 
