@@ -18,7 +18,7 @@ The test then checks that both ranks hold bitwise equal gradients at every step,
 graph Inductor compiled (forward or backward) holds a scatter.
 
 Backends: gloo on CPU (always), NCCL on two GPUs, one per rank (``torch.cuda.set_device``),
-collected where two GPUs are visible.
+run where two GPUs are visible (skipped elsewhere, the reason naming how many are).
 """
 
 from __future__ import annotations
