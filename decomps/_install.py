@@ -25,6 +25,7 @@ import contextvars
 import functools
 import hashlib
 import pathlib
+import re
 import threading
 import warnings
 from collections.abc import Iterator
@@ -54,9 +55,14 @@ _META_KERNELS = {
 }
 _ABSENT = object()
 
+# The newest torch release (major, minor) the suite runs on in CI. A newer torch gets a warning
+# at install; the package installs wherever its hooks exist (``_missing_hooks``).
+NEWEST_TESTED_TORCH = (2, 15)
+
 _lock = threading.RLock()
 _undo: list | None = None  # while installed: callables that restore stock state, in order
 _warned = False
+_warned_newer = False
 
 
 def _source_fingerprint() -> str:
@@ -75,11 +81,17 @@ def _missing_hooks() -> list[str]:
     entry = getattr(torch.compiler.config, "_config", {}).get("cache_key_tag")
     if not isinstance(getattr(entry, "default", None), str):
         missing.append("torch.compiler.config.cache_key_tag")
-    for op in ops.FORWARD_ENTRY_OVERLOADS:
-        if not isinstance(getattr(op, "py_kernels", None), dict):
-            missing.append(f"{op}.py_kernels")
-            break
+    for attribute in ("py_kernels", "_dispatch_cache"):
+        overloads = ops.FORWARD_ENTRY_OVERLOADS
+        if not all(isinstance(getattr(op, attribute, None), dict) for op in overloads):
+            missing.append(f"OpOverload.{attribute}")
     return missing
+
+
+def _newer_than_tested() -> bool:
+    """Whether this torch's release is past ``NEWEST_TESTED_TORCH`` (a 2.16 nightly counts)."""
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return match is not None and tuple(map(int, match.groups())) > NEWEST_TESTED_TORCH
 
 
 def _reroute_above_autograd_kernels() -> None:
@@ -169,9 +181,10 @@ def _tag_cache_keys() -> None:
 def install() -> bool:
     """Installs the decompositions; idempotent. Returns whether they are installed.
 
-    On a torch that lacks a hook this needs, warns once and leaves stock behaviour.
+    On a torch that lacks a hook this needs, warns once and leaves stock behaviour. On a torch
+    newer than ``NEWEST_TESTED_TORCH`` that has them, warns once and installs.
     """
-    global _undo, _warned
+    global _undo, _warned, _warned_newer
     with _lock:
         if _undo is not None:
             return True
@@ -186,6 +199,14 @@ def install() -> bool:
                     stacklevel=2,
                 )
             return False
+        if not _warned_newer and _newer_than_tested():
+            _warned_newer = True
+            warnings.warn(
+                f"decomps: torch {torch.__version__} is newer than the newest tested release "
+                f"({'.'.join(map(str, NEWEST_TESTED_TORCH))}); installing",
+                UserWarning,
+                stacklevel=2,
+            )
         _undo = []
         _reroute_above_autograd_kernels()
         _replace_meta_kernels()

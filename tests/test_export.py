@@ -1,4 +1,4 @@
-"""torch.export and AOTInductor with the decompositions (issue 6, item 4).
+"""torch.export and AOTInductor with the decompositions.
 
 * ``ExportedProgram.run_decompositions(decomps.decomposition_table())`` leaves no nearest op in
   the graph and equals eager, static and dynamic shapes.

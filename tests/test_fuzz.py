@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the decompositions against eager (issue 6, item 8).
+"""Property-based fuzzing of the decompositions against eager.
 
 Each example draws a spatial rank (1-3), mode, dtype, batch/channels, input sizes (1..24), an
 output given as sizes (1..48), as sizes plus explicit ``scales_*`` (consistent with the sizes or

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import torch
 import torch.nn.functional as F
-from torch._inductor.utils import run_and_get_code
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch._dynamo.utils import counters
+from torch._inductor.utils import fresh_cache, run_and_get_code
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 import decomps
 from decomps import ops
-from tests.test_compile import INDIRECT_LOAD
+from tests.graphs import post_grad_graphs
 
 aten = torch.ops.aten
 
@@ -101,58 +104,111 @@ class TestInstall(TestCase):
         self.assertEqual(len(table), 30)
 
     def test_compiled_graph_not_served_across_states_in_process(self):
-        def fn(x):
-            return F.interpolate(x, scale_factor=2, mode="nearest")
+        """Installed, disabled, installed: each state gets its own graphs, with the FX graph and
+        AOTAutograd caches on (a fresh cache folder) and Dynamo's code cache in between."""
+        compiled = torch.compile(_upsample_x2, backend="inductor")
+        x = torch.randn(2, 3, 8, 8, requires_grad=True)
 
-        x = torch.randn(2, 3, 8, 8)
-        compiled = torch.compile(fn, backend="inductor")
-        _, (ours, *_) = run_and_get_code(compiled, x)
-        with decomps.disabled():
-            _, (stock, *_) = run_and_get_code(compiled, x)
-        _, (again, *_) = run_and_get_code(compiled, x)
-        self.assertIsNone(INDIRECT_LOAD.search(ours))
-        self.assertIsNotNone(INDIRECT_LOAD.search(stock))  # stock reads through a computed index
-        self.assertIsNone(INDIRECT_LOAD.search(again))
+        def step():
+            return torch.autograd.grad(compiled(x).sum(), x)
+
+        runs = []
+        with fresh_cache():
+            for state in ("installed", "disabled", "installed"):
+                with contextlib.ExitStack() as stack:
+                    if state == "disabled":
+                        stack.enter_context(decomps.disabled())
+                    graphs = stack.enter_context(post_grad_graphs(caches=True))
+                    counters.clear()
+                    _, codes = run_and_get_code(step)
+                runs.append((graphs, dict(counters["aot_autograd"]), codes))
+        (ours, ours_counts, ours_codes), (stock, stock_counts, _), (again, again_counts, again_codes) = runs
+        # a forward and a backward graph compiled, neither reading nor writing through an index
+        self.assertEqual(ours_counts.get("autograd_cache_miss"), 1)
+        self.assertEqual(ours.gathers() + ours.scatters(), [set()] * 4)
+        # disabled: compiled afresh (not served the graph above), stock's gather and scatter
+        self.assertEqual(stock_counts.get("autograd_cache_miss"), 1)
+        self.assertEqual(len(stock.graphs), 2)
+        self.assertTrue(stock.gathers()[0] and stock.scatters()[1], (stock.gathers(), stock.scatters()))
+        # installed again: the first graph, served from the cache
+        self.assertEqual(again_counts.get("autograd_cache_hit"), 1, again_counts)
+        self.assertEqual(again.graphs, [])
+        self.assertEqual(again_codes, ours_codes)
 
 
+def _upsample_x2(x):
+    return F.interpolate(x, scale_factor=2, mode="nearest")
+
+
+# One process: compiles a training step of _upsample_x2 with the FX graph and AOTAutograd caches
+# on, and prints what it compiled (post-grad graphs) or was served (cache counters, code hash).
+# argv[1]: "installed", "uninstalled" (imported, then uninstall()) or "never-imported".
 _CACHE_PROBE = textwrap.dedent(
     """
-    import sys, torch, torch.nn.functional as F
+    import hashlib, json, sys
+    import torch, torch.nn.functional as F
+    import torch._functorch.config as fc, torch._inductor.config as ic
+    from torch._dynamo.utils import counters
     from torch._inductor.utils import run_and_get_code
-    import torch._inductor.config as ic, torch._functorch.config as fc
+    from tests.graphs import post_grad_graphs
     ic.fx_graph_cache = True
     fc.enable_autograd_cache = True
-    if sys.argv[1] == "stock":
-        import decomps; decomps.uninstall()
-    elif sys.argv[1] == "ours":
+    if sys.argv[1] != "never-imported":
         import decomps
-    def step(x):
-        x = x.detach().requires_grad_()
-        return torch.autograd.grad(F.interpolate(x, scale_factor=2, mode="nearest").sum(), x)[0]
-    _, codes = run_and_get_code(torch.compile(step, backend="inductor"), torch.randn(2, 3, 8, 8))
-    print("SCATTER" if any("atomic_add" in c for c in codes) else "GATHER")
+        if sys.argv[1] == "uninstalled":
+            decomps.uninstall()
+    compiled = torch.compile(lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), backend="inductor")
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    with post_grad_graphs(caches=True) as graphs:
+        _, codes = run_and_get_code(lambda: torch.autograd.grad(compiled(x).sum(), x))
+    print(json.dumps({
+        "imported": "decomps" in sys.modules,
+        "tag": torch.compiler.config.cache_key_tag,
+        "hits": counters["aot_autograd"]["autograd_cache_hit"],
+        "misses": counters["aot_autograd"]["autograd_cache_miss"],
+        "gathers": [sorted(ops) for ops in graphs.gathers()],
+        "scatters": [sorted(ops) for ops in graphs.scatters()],
+        "code": hashlib.sha256("".join(codes).encode()).hexdigest() if codes else None,
+    }))
     """
 )
 
 
 class TestOnDiskCaches(TestCase):
-    def _run(self, state: str, cache_dir: str) -> str:
+    def _run(self, state: str, cache_dir: str) -> dict:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
+        env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+        env.pop("TORCH_COMPILE_CACHE_KEY_TAG", None)
         result = subprocess.run(
             [sys.executable, "-c", _CACHE_PROBE, state],
             env=env, capture_output=True, text=True, timeout=600,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         )
         self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
-        return result.stdout.strip().splitlines()[-1]
+        return json.loads(result.stdout.strip().splitlines()[-1])
 
     def test_fresh_processes_share_no_graphs_across_states(self):
-        import tempfile
-
+        """Five processes, one cache folder: each is compiled or served its own state's graphs."""
         with tempfile.TemporaryDirectory() as cache_dir:
-            self.assertEqual(self._run("ours", cache_dir), "GATHER")
-            self.assertEqual(self._run("stock", cache_dir), "SCATTER")
-            self.assertEqual(self._run("ours", cache_dir), "GATHER")
-            self.assertEqual(self._run("stock", cache_dir), "SCATTER")
+            ours = self._run("installed", cache_dir)
+            never = self._run("never-imported", cache_dir)
+            uninstalled = self._run("uninstalled", cache_dir)
+            ours_again = self._run("installed", cache_dir)
+            never_again = self._run("never-imported", cache_dir)
+        # compiled: a forward and a backward graph without a gather or a scatter
+        self.assertEqual((ours["misses"], ours["hits"]), (1, 0), ours)
+        self.assertEqual(ours["gathers"] + ours["scatters"], [[]] * 4, ours)
+        # never imported: compiled afresh (not served the graphs above); stock gathers and scatters
+        self.assertFalse(never["imported"])
+        self.assertEqual((never["misses"], never["hits"]), (1, 0), never)
+        self.assertTrue(never["gathers"][0] and never["scatters"][1], never)
+        self.assertNotEqual(never["code"], ours["code"])
+        # the other three are served from the cache, each its own state's code
+        for run, expected in ((uninstalled, never), (ours_again, ours), (never_again, never)):
+            self.assertEqual((run["misses"], run["hits"], run["gathers"]), (0, 1, []), run)
+            self.assertEqual(run["code"], expected["code"])
+        self.assertIn("+decomps-", ours["tag"])
+        self.assertEqual([never["tag"], uninstalled["tag"]], ["", ""])
 
 
 if __name__ == "__main__":

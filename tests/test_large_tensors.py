@@ -1,4 +1,4 @@
-"""Indexing past 2**31 elements (issue 6): compiled results equal eager's, static and dynamic.
+"""Indexing past 2**31 elements: compiled results equal eager's, static and dynamic.
 
 The CPU run compiles a uint8 forward whose output has 2**31 + 4633 elements (about 2.1 GB).
 The CUDA run adds a bfloat16 forward+backward whose grad_output has 2 * 46342**2 (about 4.3e9)

@@ -1,4 +1,4 @@
-"""Robustness of the nearest-upsampling decompositions (issue 6).
+"""Robustness of the nearest-upsampling decompositions.
 
 * Bad input raises eager's exception type with a clear message, called directly
   (``decomposition_table()[op](...)``) and through ``torch.compile`` (where Dynamo wraps it);
@@ -7,7 +7,8 @@
 * (Tensors past 2**31 elements: tests/test_large_tensors.py.)
 * Dynamic shapes: ``dynamic=True``, ``mark_dynamic``, automatic dynamic; recompile bounds and
   the guards each fast path adds (docs/robustness.md lists them).
-* Versions: a torch lacking a hook gets a single RuntimeWarning and stock behaviour.
+* Versions: a torch lacking a hook gets a single RuntimeWarning and stock behaviour; a torch
+  newer than the newest tested release, a single UserWarning, and the package installs.
 * Installation: idempotent, exactly reversible, thread safe, touches only the nearest family.
 """
 
@@ -875,6 +876,76 @@ def test_import_on_a_torch_lacking_a_hook_warns_once_in_a_fresh_process():
     assert result["installed"] is False and result["again"] is False
     assert result["stock_kernel"] is True and "+decomps-" not in result["tag"]
     assert result["equal"] is True
+
+
+def _version(major: int, minor: int, rest: str = ".0") -> str:
+    return f"{major}.{minor}{rest}"
+
+
+@pytest.mark.parametrize("version, newer", [
+    (_version(2, 11), False),
+    (_version(*decomps._install.NEWEST_TESTED_TORCH, ".0+cu132"), False),
+    (_version(*decomps._install.NEWEST_TESTED_TORCH, ".1"), False),
+    (_version(decomps._install.NEWEST_TESTED_TORCH[0], decomps._install.NEWEST_TESTED_TORCH[1] + 1,
+              ".0.dev20270101+cpu"), True),
+    (_version(decomps._install.NEWEST_TESTED_TORCH[0] + 1, 0), True),
+])
+def test_newer_than_tested_compares_the_release(monkeypatch, version, newer):
+    monkeypatch.setattr(torch, "__version__", torch.torch_version.TorchVersion(version))
+    assert decomps._install._newer_than_tested() is newer
+
+
+def test_ci_runs_the_newest_tested_release():
+    """CI's newest-release job (scripts/test_newest.sh) installs the release the warning names."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "scripts", "test_newest.sh")) as f:
+        pinned = re.search(r"setup\.sh \.venv-newest (\d+)\.(\d+)\.\d+", f.read())
+    assert pinned is not None
+    assert tuple(map(int, pinned.groups())) == decomps._install.NEWEST_TESTED_TORCH
+
+
+def test_import_on_a_newer_torch_warns_once_and_installs():
+    """A torch past the newest tested release, with every hook in place: one UserWarning, then
+    the package works (compiled training step equal to eager, no scatter in any graph)."""
+    major, minor = decomps._install.NEWEST_TESTED_TORCH
+    code = textwrap.dedent(
+        f"""
+        import json, warnings
+        import torch
+        import torch.nn.functional as F
+        from tests.graphs import post_grad_graphs
+        torch.__version__ = torch.torch_version.TorchVersion("{major}.{minor + 1}.0a0+git0123456")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import decomps
+            decomps.uninstall()
+            again = decomps.install()
+        fn = lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")
+        x = torch.randn(2, 3, 5, 6, requires_grad=True)
+        with post_grad_graphs() as graphs:
+            y = torch.compile(fn, backend="inductor")(x)
+            (grad,) = torch.autograd.grad(y, x, torch.ones_like(y))
+        (expected,) = torch.autograd.grad(fn(x), x, torch.ones_like(y))
+        print(json.dumps({{
+            "warnings": [f"{{w.category.__name__}}: {{w.message}}" for w in caught if "decomps" in str(w.message)],
+            "installed": decomps.is_installed(),
+            "again": again,
+            "equal": bool(torch.equal(y, fn(x)) and torch.equal(grad, expected)),
+            "scatters": [sorted(ops) for ops in graphs.scatters()],
+        }}))
+        """
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["warnings"] == [
+        f"UserWarning: decomps: torch {major}.{minor + 1}.0a0+git0123456 is newer than the newest "
+        f"tested release ({major}.{minor}); installing"
+    ]
+    assert result["installed"] is True and result["again"] is True
+    assert result["equal"] is True
+    assert result["scatters"] == [[], []]
 
 
 def test_install_from_another_thread_is_process_wide():

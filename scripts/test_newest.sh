@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The newest tested torch release (decomps/_install.py: NEWEST_TESTED_TORCH) in its own env,
+# .venv-newest: the install, compile, backward and export tests. Extra args go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh .venv-newest 2.15.0
+. .venv-newest/bin/activate
+exec python -m pytest tests/test_install.py tests/test_compile.py tests/test_backward.py \
+  tests/test_export.py -q "$@"

@@ -1,0 +1,70 @@
+"""What Inductor compiled: the post-grad FX graphs, recorded by a custom pass.
+
+Evidence about scatters and gathers comes from these graphs (the ops Inductor lowers), not from
+one backend's generated text. This module does not import ``decomps``, so a process that must
+never install the package (tests/test_install.py) can use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+# Ops that write through an index tensor (accumulating or not), and ops that read through one:
+# overload packet names, as in ``aten.<name>.<overload>``.
+SCATTER_OPS = frozenset({
+    "index_put", "index_put_", "_unsafe_index_put", "_index_put_impl_", "index_add", "index_add_",
+    "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
+})
+GATHER_OPS = frozenset({"index", "_unsafe_index", "gather", "index_select"})
+
+
+def op_names(targets) -> set[str]:
+    """Overload packet names of the ``OpOverload`` targets among ``targets``."""
+    return {t.overloadpacket.__name__ for t in targets if isinstance(t, torch._ops.OpOverload)}
+
+
+class PostGradGraphs(CustomGraphPass):
+    """Inductor's last post-grad pass: records the call targets of each graph it compiles.
+
+    One graph per compile: a forward, a backward, an inference graph. A graph served from the
+    FX graph or AOTAutograd cache is not compiled and so not recorded. The fixed ``uuid`` keeps
+    those caches on (a pass without one bypasses them).
+    """
+
+    def __init__(self) -> None:
+        self.graphs: list[list] = []
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        self.graphs.append([n.target for n in graph.nodes if n.op == "call_function"])
+
+    def uuid(self) -> str:
+        return "decomps-tests-post-grad-graphs"
+
+    def scatters(self) -> list[set[str]]:
+        """Per graph, the scatter ops it holds."""
+        return [op_names(g) & SCATTER_OPS for g in self.graphs]
+
+    def gathers(self) -> list[set[str]]:
+        """Per graph, the gather ops it holds."""
+        return [op_names(g) & GATHER_OPS for g in self.graphs]
+
+
+@contextlib.contextmanager
+def post_grad_graphs(caches: bool = False) -> Iterator[PostGradGraphs]:
+    """Records the post-grad graphs Inductor compiles inside the block.
+
+    ``caches=False`` turns the FX graph and AOTAutograd caches off, so every graph is compiled
+    (and recorded) rather than served. The config is per thread from torch 2.13 on; autograd
+    hands it to the threads that run a backward (and may compile it lazily).
+    """
+    recorder = PostGradGraphs()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch._inductor.config.patch(post_grad_custom_post_pass=recorder))
+        if not caches:
+            stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
+            stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
+        yield recorder
