@@ -22,15 +22,9 @@ from . import alignment, backward_windows, checks, eager_rules, index_patterns, 
 from ._registry import register
 from .ops import BACKWARD
 from .index_patterns import Pattern
+from .layouts import backward_memory_format
 
 aten = torch.ops.aten
-
-
-def backward_memory_format(grad_output: Tensor) -> torch.memory_format:
-    """Eager's grad_input layout: channels-last follows grad_output in 2d only."""
-    if grad_output.dim() == 4:
-        return suggest_memory_format(grad_output)
-    return torch.contiguous_format
 
 
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:

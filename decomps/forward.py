@@ -15,24 +15,15 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
 from . import alignment, checks, eager_rules, index_patterns, short_periods
 from ._registry import register
 from .ops import FORWARD
 from .index_patterns import Pattern
+from .layouts import output_memory_format
 
 aten = torch.ops.aten
-
-
-def output_memory_format(input: Tensor) -> torch.memory_format:
-    """The memory format of eager's output: the input's, on every device.
-
-    (torch's Python meta kernel answers contiguous for CUDA 2d under 4 channels; ATen's
-    structured kernel, the ground truth, keeps channels-last: measured on an H200.)
-    """
-    return suggest_memory_format(input)
 
 
 def _slice_strided(x: Tensor, dim: int, osize, p: Pattern) -> Tensor:
