@@ -32,7 +32,10 @@ def backward_op(rank: int, exact: bool):
 
 def generated_code():
     """A context in which every call site runs the decompositions' generated code: ATen's
-    kernels (``kernel_choice``) on no device, as on a device without them or while exporting."""
+    kernels (``kernel_choice``) on no device, as on a device without them or while exporting.
+
+    The compile caches' keys do not see it: compile under it with fresh caches
+    (``torch._inductor.utils.fresh_inductor_cache()``)."""
     return mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ())
 
 
