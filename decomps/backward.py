@@ -18,19 +18,23 @@ from torch import Tensor
 from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
-from . import alignment, backward_windows, checks, eager_rules, index_patterns, short_periods, size_conditions
+from . import (
+    alignment,
+    aten_kernels,
+    backward_windows,
+    checks,
+    eager_rules,
+    index_patterns,
+    kernel_choice,
+    short_periods,
+    size_conditions,
+)
 from ._registry import register
 from .ops import BACKWARD
 from .index_patterns import Pattern
+from .layouts import backward_memory_format
 
 aten = torch.ops.aten
-
-
-def backward_memory_format(grad_output: Tensor) -> torch.memory_format:
-    """Eager's grad_input layout: channels-last follows grad_output in 2d only."""
-    if grad_output.dim() == 4:
-        return suggest_memory_format(grad_output)
-    return torch.contiguous_format
 
 
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -199,9 +203,8 @@ def upsample_nearest_backward(
 
     rule = eager_rules.window_rule(grad_output.device, exact)
     patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
-    g = grad_output.to(_accumulation_dtype(dtype))
 
-    concatenated = None
+    period = None
     sliceable = n >= PERIOD_MIN_RANK.get(grad_output.device.type, math.inf)
     sliceable = sliceable and memory_format == torch.contiguous_format
     if sliceable and patterns[-1] is None:
@@ -210,11 +213,16 @@ def upsample_nearest_backward(
             isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SUMS
         )
         if period is not None:
-            g = concatenated = _sum_periods(g, period)
-            # From here on that dim is done: equal sizes, unit windows.
-            patterns[-1] = Pattern("identity")
-            output_size = [*output_size[:-1], isizes[-1]]
-            scales = [*scales[:-1], None]
+            patterns[-1] = Pattern("identity")  # after the sums: equal sizes, unit windows
+    if kernel_choice.aten_backward(grad_output, patterns):
+        return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
+
+    g = grad_output.to(_accumulation_dtype(dtype))
+    concatenated = None
+    if period is not None:
+        g = concatenated = _sum_periods(g, period)
+        output_size = [*output_size[:-1], isizes[-1]]
+        scales = [*scales[:-1], None]
 
     if all(p is not None for p in patterns):
         for d, p in enumerate(patterns):

@@ -15,24 +15,15 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-from torch._prims_common import suggest_memory_format
 from torch._prims_common.wrappers import out_wrapper
 
-from . import alignment, checks, eager_rules, index_patterns, short_periods
+from . import alignment, aten_kernels, checks, eager_rules, index_patterns, kernel_choice, short_periods
 from ._registry import register
 from .ops import FORWARD
 from .index_patterns import Pattern
+from .layouts import output_memory_format
 
 aten = torch.ops.aten
-
-
-def output_memory_format(input: Tensor) -> torch.memory_format:
-    """The memory format of eager's output: the input's, on every device.
-
-    (torch's Python meta kernel answers contiguous for CUDA 2d under 4 channels; ATen's
-    structured kernel, the ground truth, keeps channels-last: measured on an H200.)
-    """
-    return suggest_memory_format(input)
 
 
 def _slice_strided(x: Tensor, dim: int, osize, p: Pattern) -> Tensor:
@@ -86,11 +77,7 @@ def upsample_nearest(
         input.device, [(input.shape, suggest_memory_format(input)), (output_shape, memory_format)]
     )
 
-    x = input
-    for d, (p, o) in enumerate(zip(patterns, output_size)):
-        if p is not None and p.kind == "stride":
-            x = _slice_strided(x, 2 + d, o, p)
-    concatenated = None
+    period = None
     sliceable = n >= PERIOD_MIN_RANK.get(input.device.type, math.inf)
     sliceable = sliceable and memory_format == torch.contiguous_format
     if sliceable and patterns[-1] is None and all(p is not None for p in patterns[:-1]):
@@ -101,8 +88,17 @@ def upsample_nearest(
             isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SLICES
         )
         if period is not None:
-            x = concatenated = _slice_periods(x, period)
-            patterns[-1] = Pattern("identity")
+            patterns[-1] = Pattern("identity")  # after the slices: equal sizes
+    if kernel_choice.aten_forward(input, patterns):
+        return aten_kernels.upsample_nearest(input, output_size, scales, exact)
+
+    x = input
+    for d, (p, o) in enumerate(zip(patterns, output_size)):
+        if p is not None and p.kind == "stride":
+            x = _slice_strided(x, 2 + d, o, p)
+    concatenated = None
+    if period is not None:
+        x = concatenated = _slice_periods(x, period)
     if all(p is not None for p in patterns):
         factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
         if any(k > 1 for k in factors):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from unittest import mock
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import decomps
+from decomps import kernel_choice
 from decomps.ops import BACKWARD, FORWARD
 
 aten = torch.ops.aten
@@ -26,6 +28,20 @@ def forward_op(rank: int, exact: bool):
 
 def backward_op(rank: int, exact: bool):
     return BACKWARD[(rank, exact)].default
+
+
+def generated_code():
+    """A context in which every call site runs the decompositions' generated code: ATen's
+    kernels (``kernel_choice``) on no device, as on a device without them or while exporting.
+
+    The compile caches' keys do not see it: compile under it with fresh caches
+    (``torch._inductor.utils.fresh_inductor_cache()``)."""
+    return mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ())
+
+
+def aten_kernel_nodes(graph) -> list[str]:
+    """The targets of the extern calls to ATen's kernels (``decomps.aten_kernels``) in a graph."""
+    return [str(n.target) for n in graph.graph.nodes if str(n.target).startswith("decomps.")]
 
 
 def decomposed(op):

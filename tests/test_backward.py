@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import torch
@@ -14,7 +15,9 @@ from tests.common import (
     RANKS,
     TABLE,
     assert_grad_close,
+    aten_kernel_nodes,
     backward_op,
+    generated_code,
     gradient_tolerance,
     memory_format_of,
     through_decompositions,
@@ -61,13 +64,16 @@ class TestBackward(TestCase):
     def _check(self, grad_output, output_size, input_size, scales, exact):
         op = backward_op(len(output_size), exact)
         expected = op(grad_output, output_size, input_size, *scales)
-        actual = TABLE[op](grad_output, output_size, input_size, *scales)
         msg = f"{input_size} -> {output_size} {scales} {grad_output.dtype} {grad_output.stride()}"
-        self.assertEqual(actual.stride(), expected.stride(), msg=msg)
         tol = gradient_tolerance(
             grad_output, lambda g: op(g, output_size, input_size, *scales)
         )
-        assert_grad_close(self, actual, expected, tol, msg=msg)
+        # As installed (ATen's kernel where kernel_choice picks it) and as generated code.
+        for generated in (False, True):
+            with generated_code() if generated else contextlib.nullcontext():
+                actual = TABLE[op](grad_output, output_size, input_size, *scales)
+            self.assertEqual(actual.stride(), expected.stride(), msg=msg)
+            assert_grad_close(self, actual, expected, tol, msg=f"{'generated ' * generated}{msg}")
 
     def test_grid(self, device):
         for rank, exact in itertools.product(RANKS, (False, True)):
@@ -139,6 +145,7 @@ class TestBackward(TestCase):
             msg = f"{isize} -> {osize} scale {scale} exact {exact}"
             assert_grad_close(self, graph(g, x), op(g, [osize], [2, 3, isize], scale),
                               gradient_tolerance(g, lambda t: op(t, [osize], [2, 3, isize], scale)), msg)
+            self.assertEqual(aten_kernel_nodes(graph), [], msg)  # 1d: no outer dim gathers
             cpu = torch.device(device).type == "cpu"
             slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
             self.assertEqual(slices, period and cpu, msg)
@@ -166,9 +173,14 @@ class TestBackward(TestCase):
             g = torch.randn([2, 3] + osize, dtype=dtype, device=device)
             self._check(g, osize, [2, 3] + isize, [None] * len(osize), exact)
             op = backward_op(len(osize), exact)
-            graph = make_fx(lambda g: TABLE[op](g, osize, [2, 3] + isize), decomposition_table=TABLE)(g)
-            slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
             cpu = torch.device(device).type == "cpu"
+            graph = make_fx(lambda g: TABLE[op](g, osize, [2, 3] + isize), decomposition_table=TABLE)(g)
+            # On CPU an outer gather after the sums takes ATen's kernel instead.
+            outer_gather = any(o % i and i % o for i, o in zip(isize[:-1], osize[:-1]))
+            self.assertEqual(bool(aten_kernel_nodes(graph)), cpu and outer_gather, msg=(isize, osize))
+            with generated_code():
+                graph = make_fx(lambda g: TABLE[op](g, osize, [2, 3] + isize), decomposition_table=TABLE)(g)
+            slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
             self.assertEqual(slices, cpu or len(osize) > 1, msg=(isize, osize))  # CUDA: 2d, 3d
 
     def test_half_precision_accumulates_in_float32(self, device):

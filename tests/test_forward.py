@@ -18,8 +18,10 @@ from tests.common import (
     RANKS,
     TABLE,
     aten,
+    aten_kernel_nodes,
     assert_same,
     forward_op,
+    generated_code,
     memory_format_of,
     through_decompositions,
 )
@@ -77,10 +79,13 @@ def _layouts(rank, shape, dtype, device):
 
 class TestForward(TestCase):
     def _check(self, x, output_size, scales, exact):
+        """As installed (ATen's kernel where kernel_choice picks it) and as generated code."""
         op = forward_op(len(output_size), exact)
         expected = op(x, output_size, *scales)
-        actual = TABLE[op](x, output_size, *scales)
-        assert_same(self, actual, expected, msg=f"{list(x.shape)} {x.stride()} -> {output_size} {scales}")
+        msg = f"{list(x.shape)} {x.stride()} -> {output_size} {scales}"
+        assert_same(self, TABLE[op](x, output_size, *scales), expected, msg=msg)
+        with generated_code():
+            assert_same(self, TABLE[op](x, output_size, *scales), expected, msg=f"generated {msg}")
 
     def test_all_ranks_modes_dtypes_layouts(self, device):
         # Sizes that hit every path: identity, x2 / x4 repeat, x3 repeat, stride, gather, and a
@@ -169,17 +174,26 @@ class TestShortPeriods(TestCase):
                     assert_same(self, graph(x), upsample(x), msg=f"{vec} {w}")
 
     def test_outer_gather_keeps_the_gather(self, device):
+        # An outer gather: no slices; on CPU (contiguous) ATen's kernel, else the gather.
         x = torch.randn(2, 3, 6, 8, device=device)
+        cpu = torch.device(device).type == "cpu"
         for osize, slices in (([12, 14], True), ([9, 14], False), ([3, 14], True)):
             graph = make_fx(lambda x: aten.upsample_nearest2d(x, osize), decomposition_table=TABLE)(x)
             found = any(n.target == aten.cat.default for n in graph.graph.nodes)
-            self.assertEqual(found, slices and torch.device(device).type == "cpu", msg=osize)
+            self.assertEqual(found, slices and cpu, msg=osize)
+            self.assertEqual(bool(aten_kernel_nodes(graph)), cpu and not slices, msg=osize)
+            assert_same(self, graph(x), aten.upsample_nearest2d(x, osize))
+            with generated_code():
+                graph = make_fx(lambda x: aten.upsample_nearest2d(x, osize), decomposition_table=TABLE)(x)
+            self.assertEqual(any(n.target == aten.cat.default for n in graph.graph.nodes), slices and cpu)
+            self.assertEqual(aten_kernel_nodes(graph), [])
             assert_same(self, graph(x), aten.upsample_nearest2d(x, osize))
 
     def test_channels_last_keeps_the_gather(self, device):
         x = torch.randn(2, 4, 6, 8, device=device).contiguous(memory_format=torch.channels_last)
         graph = make_fx(lambda x: aten.upsample_nearest2d(x, [9, 14]), decomposition_table=TABLE)(x)
         self.assertFalse(any(n.target == aten.cat.default for n in graph.graph.nodes))
+        self.assertEqual(aten_kernel_nodes(graph), [])  # channels-last: generated on every device
         assert_same(self, graph(x), aten.upsample_nearest2d(x, [9, 14]))
 
 
@@ -201,9 +215,20 @@ def forward(self, x_1):
     clone_1 = torch.ops.aten.clone.default(_unsafe_view, memory_format = torch.contiguous_format);  _unsafe_view = None
     return clone_1""")
 
-    def test_graph_non_integer_ratio_gathers(self):
+    def test_graph_non_integer_ratio_is_aten_kernel(self):
+        # CPU, contiguous, a gather along some dim: ATen's kernel as an extern call.
         x = torch.randn(1, 2, 3, 4)
         code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x)
+        self.assertExpectedInline(code, """\
+def forward(self, x_1):
+    upsample_nearest = torch.ops.decomps.upsample_nearest.default(x_1, [5, 9], [None, None], False);  x_1 = None
+    return upsample_nearest""")
+
+    def test_graph_non_integer_ratio_gathers(self):
+        # The generated code of the same call: other devices, channels-last, exporting.
+        x = torch.randn(1, 2, 3, 4)
+        with generated_code():
+            code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
     arange = torch.ops.aten.arange.default(5, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)

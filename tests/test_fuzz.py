@@ -18,6 +18,7 @@ dtypes) close to eager's with its strides.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -29,6 +30,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import decomps
 from decomps import ops
+from tests.common import generated_code
 
 TABLE = decomps.decomposition_table()
 
@@ -178,8 +180,14 @@ def _grad_output(case: Case, out: torch.Tensor) -> torch.Tensor:
 
 
 @settings(max_examples=EXAMPLES, **SETTINGS)
-@given(case=cases(), tracing_mode=st.sampled_from(["real", "symbolic"]))
-def test_decompositions_match_eager(case: Case, tracing_mode: str):
+@given(case=cases(), tracing_mode=st.sampled_from(["real", "symbolic"]), generated=st.booleans())
+def test_decompositions_match_eager(case: Case, tracing_mode: str, generated: bool):
+    # generated: the decompositions' own code on CPU too (kernel_choice picks no ATen kernel)
+    with generated_code() if generated else contextlib.nullcontext():
+        _decompositions_match_eager(case, tracing_mode)
+
+
+def _decompositions_match_eager(case: Case, tracing_mode: str):
     x = make_input(case)
     op, args = case.forward, case.args()
     expected = op(x, *args)

@@ -1,0 +1,49 @@
+"""Which kernel a call site runs: the decomposition's generated code, or ATen's own kernel as an
+extern call (``aten_kernels``).
+
+Inductor's C++ backend loads a gather along the innermost dim element by element through a
+16-element buffer; eager's contiguous kernel, a loop over precomputed offsets, is faster there
+(docs/findings.md, finding 3), and eager's backward beats the generated window gather wherever an
+outer dim gathers. Every index-free path (views, strided slices, short periods), every
+channels-last layout, uint8 (eager's uint8 forward kernel is about 2x slower than the generated
+gather) and other devices keep the generated code. docs/design.md, "Kernel choice", has the table
+and the measurements.
+
+The choice reads only the decisions the decomposition has already taken (its patterns, after
+short periods): no guard of its own. While exporting the decomposition stays, so exported
+programs hold aten ops only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch._prims_common import suggest_memory_format
+
+# Device types whose contiguous gathers may run ATen's kernel.
+ATEN_KERNEL_DEVICES = ("cpu",)
+
+
+def _eligible(tensor: Tensor) -> bool:
+    """ATen's kernel is an option: its device, a contiguous layout, not exporting."""
+    return (
+        tensor.device.type in ATEN_KERNEL_DEVICES
+        and suggest_memory_format(tensor) == torch.contiguous_format
+        and not torch.compiler.is_exporting()
+    )
+
+
+def aten_forward(input: Tensor, patterns) -> bool:
+    """Whether the forward runs ATen's kernel: a floating-point input whose innermost dim the
+    decomposition would gather (``patterns[-1]`` None: no index-free pattern, no short period).
+
+    ``patterns``: per spatial dim, the index-free pattern the decomposition uses, None where it
+    gathers.
+    """
+    return _eligible(input) and input.dtype.is_floating_point and patterns[-1] is None
+
+
+def aten_backward(grad_output: Tensor, patterns) -> bool:
+    """Whether the backward runs ATen's kernel: some outer dim (any but the innermost) would
+    gather windows (``patterns``: per spatial dim, after the innermost dim's short period)."""
+    return _eligible(grad_output) and any(p is None for p in patterns[:-1])

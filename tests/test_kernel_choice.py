@@ -1,0 +1,248 @@
+"""kernel_choice and aten_kernels: where a call site runs ATen's kernel as an extern call, and
+that the result is eager's (values, strides, errors) wherever it does."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from decomps import aten_kernels
+from perf import cases as perf_cases
+from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
+
+aten = torch.ops.aten
+FORWARD_EXTERN = "decomps.upsample_nearest.default"
+BACKWARD_EXTERN = "decomps.upsample_nearest_backward.default"
+DTYPES = (torch.uint8, torch.float32, torch.float64, torch.bfloat16)
+# (input spatial size, output size, scale): the forward gathers along the innermost dim and (2d,
+# 3d) the backward along an outer one: ATen's kernel on CPU for floating-point dtypes
+GATHERS = {
+    1: [((9,), [11], None), ((13,), [5], 0.4), ((1000,), [1499], None)],
+    2: [((5, 7), [9, 13], None), ((6, 8), [9, 14], 1.7), ((50, 40), [27, 26], None)],
+    3: [((3, 4, 5), [5, 6, 9], None), ((4, 4, 6), [6, 6, 9], 1.5)],
+}
+
+
+def _random(shape, dtype, memory_format=torch.contiguous_format):
+    gen = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=gen, dtype=torch.float64) * 100
+    x = x.abs().to(dtype) if dtype == torch.uint8 else x.to(dtype)
+    return x.contiguous(memory_format=memory_format)
+
+
+def _same(actual, expected, msg=""):
+    assert actual.dtype == expected.dtype, msg
+    assert actual.shape == expected.shape, msg
+    assert torch.equal(actual, expected), msg
+    assert actual.stride() == expected.stride(), msg
+
+
+def _cases():
+    for rank, cases in GATHERS.items():
+        for (spatial, osize, scale), exact in itertools.product(cases, (False, True)):
+            yield rank, spatial, osize, [scale] * rank, exact
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch", [2, 0])
+def test_forward_is_eager_exactly(dtype, batch):
+    for rank, spatial, osize, scales, exact in _cases():
+        op = forward_op(rank, exact)
+        x = _random((batch, 3, *spatial), dtype)
+        graph = make_fx(lambda x: TABLE[op](x, osize, *scales), tracing_mode="symbolic")(x)
+        # uint8 keeps the generated gather (faster than eager's uint8 kernel).
+        assert aten_kernel_nodes(graph) == ([FORWARD_EXTERN] if dtype.is_floating_point else [])
+        msg = f"{op} {list(x.shape)} -> {osize} {scales}"
+        _same(graph(x), op(x, osize, *scales), msg)
+        _same(TABLE[op](x, osize, *scales), op(x, osize, *scales), msg)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("batch", [2, 0])
+def test_backward_is_eager_exactly(dtype, batch):
+    for rank, spatial, osize, scales, exact in _cases():
+        op = backward_op(rank, exact)
+        isize = [batch, 3, *spatial]
+        g = _random((batch, 3, *osize), dtype)
+        graph = make_fx(lambda g: TABLE[op](g, osize, isize, *scales), tracing_mode="symbolic")(g)
+        # 1d: no outer dim, the generated window gather.
+        assert aten_kernel_nodes(graph) == ([BACKWARD_EXTERN] if rank > 1 else [])
+        _same(graph(g), op(g, osize, isize, *scales), f"{op} {isize} -> {osize} {scales}")
+
+
+def test_fake_kernels_match_eager():
+    """opcheck: schema, fake kernels against the real ones (strides too), AOT dispatch."""
+    cl, cl3 = torch.channels_last, torch.channels_last_3d
+    samples = [  # input shape, dtype, layout of input and grad_output, output size, scales, exact
+        ((2, 3, 7), torch.float32, torch.contiguous_format, [11], [None], False),
+        ((2, 3, 5, 7), torch.bfloat16, torch.contiguous_format, [9, 14], [None, 1.7], True),
+        ((2, 4, 5, 7), torch.float32, cl, [9, 14], [None, None], False),
+        ((0, 3, 3, 4, 5), torch.uint8, torch.contiguous_format, [5, 6, 9], [None] * 3, True),
+        ((1, 2, 3, 4, 5), torch.float64, cl3, [5, 6, 9], [1.5] * 3, False),
+    ]
+    for shape, dtype, layout, osize, scales, exact in samples:
+        x = _random(shape, dtype, layout)
+        torch.library.opcheck(aten_kernels.upsample_nearest, (x, osize, scales, exact))
+        if dtype.is_floating_point:
+            g = _random((*shape[:2], *osize), dtype, layout)
+            args = (g, osize, list(shape), scales, exact)
+            torch.library.opcheck(aten_kernels.upsample_nearest_backward, args)
+
+
+def _raises(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001  (the type and message are what is compared)
+        return type(e), str(e)
+    return None
+
+
+def test_bad_input_raises_eagers_error():
+    """The argument checks run before the choice: a call that would take ATen's kernel raises
+    the exception eager raises, with its message, traced or not. A dtype that ATen does not
+    dispatch: eager's type and the start of its message (eager names the kernel, which varies
+    with the sizes and layout; tests/test_robustness.py, the same)."""
+    x = _random((2, 3, 5, 7), torch.float32)
+    g = _random((2, 3, 9, 14), torch.float32)
+    fwd, bwd = forward_op(2, False), backward_op(2, True)
+    calls = [  # op, args, whole message
+        (fwd, (x, [9]), True),                                        # output_size of the wrong length
+        (fwd, (x, [0, 14]), True),                                    # an empty output
+        (fwd, (_random((2, 0, 5, 7), torch.float32), [9, 14]), True),  # an empty channel dim
+        (bwd, (g, [9, 14], [2, 3, 5]), True),                         # input_size of the wrong length
+        (bwd, (g, [9, 15], [2, 3, 5, 7]), True),                      # grad_output of another shape
+        (fwd, (x.to(torch.int32), [9, 14]), False),                   # dtypes ATen does not dispatch
+        (bwd, (g.to(torch.uint8), [9, 14], [2, 3, 5, 7]), False),
+    ]
+    for op, args, whole_message in calls:
+        expected = _raises(lambda: op(*args))
+        assert expected is not None, op
+        for actual in (_raises(lambda: TABLE[op](*args)),
+                       _raises(lambda: make_fx(lambda *a: TABLE[op](*a))(*args))):
+            if whole_message:
+                assert actual == expected, (op, expected, actual)
+            else:
+                assert actual[0] is expected[0] and "not implemented for" in actual[1], (op, actual)
+
+
+def test_compiled_matches_eager_and_is_deterministic():
+    """torch.compile on CPU, ATen's kernels forward and backward: eager's values and strides,
+    bitwise repeatable under ``torch.use_deterministic_algorithms(True)``."""
+    def fn(x):
+        return F.interpolate(x, size=(9, 13), mode="nearest-exact")
+
+    x = _random((2, 3, 5, 7), torch.float32).requires_grad_()
+    g = _random((2, 3, 9, 13), torch.float32)
+    expected = fn(x)
+    (expected_grad,) = torch.autograd.grad(expected, x, g)
+    torch.use_deterministic_algorithms(True)
+    try:
+        for dynamic in (False, True):
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend="inductor", dynamic=dynamic, fullgraph=True)
+            grads = []
+            for _ in range(2):
+                out = compiled(x)
+                (grad,) = torch.autograd.grad(out, x, g)
+                _same(out, expected)
+                _same(grad, expected_grad)
+                grads.append(grad)
+            assert torch.equal(grads[0], grads[1])
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_compiled_code_holds_the_extern_calls():
+    def step(x, g):
+        out = F.interpolate(x, scale_factor=1.5, mode="nearest")
+        return out, torch.autograd.grad(out, x, g)[0]
+
+    x = _random((1, 2, 6, 10), torch.float32).requires_grad_()
+    g = _random((1, 2, 9, 15), torch.float32)
+    torch._dynamo.reset()
+    (out, grad), codes = run_and_get_code(torch.compile(step, backend="inductor", dynamic=True), x, g)
+    code = "\n".join(codes)
+    assert "torch.ops.decomps.upsample_nearest.default(" in code
+    assert "torch.ops.decomps.upsample_nearest_backward.default(" in code
+    expected, expected_grad = step(x, g)
+    _same(out, expected)
+    _same(grad, expected_grad)
+
+
+def test_export_keeps_the_decomposition():
+    """While exporting the decompositions stay: no package op in an exported program."""
+    class Up(torch.nn.Module):
+        def forward(self, x):
+            return F.interpolate(x, size=(9, 14), mode="nearest")
+
+    x = _random((2, 3, 5, 7), torch.float32)
+    dims = {"x": {2: torch.export.Dim("h", min=2, max=64), 3: torch.export.Dim("w", min=2, max=64)}}
+    for dynamic_shapes in (None, dims):
+        ep = torch.export.export(Up(), (x,), dynamic_shapes=dynamic_shapes).run_decompositions(TABLE)
+        assert aten_kernel_nodes(ep.graph_module) == []
+        assert any(n.target == aten._unsafe_index.Tensor for n in ep.graph_module.graph.nodes)
+        _same(ep.module()(x), Up()(x))
+
+
+def _traced_choice(case: perf_cases.Case) -> tuple[bool, bool]:
+    """Whether the forward and the backward of a harness row take ATen's kernel, traced with
+    symbolic sizes as ``torch.compile(dynamic=True)`` traces the row (fake tensors: nothing is
+    computed)."""
+    x = torch.empty(case.shape, dtype=getattr(torch, case.dtype),
+                    memory_format=getattr(torch, case.memory_format))
+    if case.backward:
+        x.requires_grad_()
+    o = torch.empty(case.osize, dtype=torch.uint8)  # its sizes: the symbolic call form's output size
+
+    def fn(x, o):
+        if case.scale_factor is not None:
+            out = F.interpolate(x, scale_factor=case.scale_factor, mode=case.mode)
+        else:
+            size = case.osize if case.call_form == "literal" else tuple(o.shape)
+            out = F.interpolate(x, size=size, mode=case.mode)
+        if case.backward:
+            return torch.autograd.grad(out, x, torch.empty_like(out))
+        return out
+
+    nodes = aten_kernel_nodes(make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o))
+    return FORWARD_EXTERN in nodes, BACKWARD_EXTERN in nodes
+
+
+# The harness's CPU rows (perf.cases, full matrix) that take ATen's kernel where the layout is
+# contiguous, and the dtype floating point for the forward: (input spatial size, output size,
+# call form) -> (forward, backward). Every other row keeps generated code: channels-last, uint8
+# forwards, the integer factors, and the short period 400 -> 700 where the output size is
+# symbolic (a literal one is static while the input's is symbolic, and the period's ratio guard
+# would pin the input size); that literal row's backward gathers the innermost dim only.
+EXTERN_ROWS = {
+    ((500, 400), (256, 256), "symbolic"): (True, True),
+    ((500, 400), (256, 256), "literal"): (True, True),
+    ((1200, 1300), (200, 300), "symbolic"): (True, True),
+    ((1200, 1300), (200, 300), "literal"): (True, True),
+    ((300, 400), (600, 700), "literal"): (True, False),
+    ((64, 64, 64), (96, 96, 96), "symbolic"): (True, True),
+}
+
+
+def test_choice_for_the_harness_cpu_rows():
+    seen = set()
+    for case in perf_cases.make_cases("cpu", backward=True):
+        if case.kind in ("fpn_merge", "unet_skip"):  # their upsample alone, as an interp row
+            assert case.scale_factor == 2.0
+            case = perf_cases.Case("interp", "cpu", case.shape, case.dtype, case.memory_format,
+                                   case.mode, case.osize, case.scale_factor)
+        elif case.kind != "interp":
+            continue
+        key = (case.shape[2:], case.osize, case.call_form)
+        seen.add(key)
+        forward, backward = EXTERN_ROWS.get(key, (False, False))
+        if case.memory_format != perf_cases.CONTIGUOUS:
+            forward = backward = False
+        forward = forward and case.dtype != "uint8"
+        assert _traced_choice(case) == (forward, backward and case.backward), case.name
+    assert set(EXTERN_ROWS) <= seen
