@@ -74,7 +74,7 @@ def upsample_nearest(
     memory_format = output_memory_format(input)
     output_shape = [*input.shape[:2], *output_size]
     alignment.note_alignment(
-        input.device, [(input.shape, suggest_memory_format(input)), (output_shape, memory_format)]
+        input.device, [(input.shape, memory_format), (output_shape, memory_format)]
     )
 
     period = None
