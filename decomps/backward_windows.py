@@ -10,7 +10,6 @@ docs/semantics.md, "Backward: windows", states the rules and why the bounds hold
 from __future__ import annotations
 
 import math
-import operator
 
 import torch
 from torch import Tensor
@@ -24,8 +23,9 @@ from .eager_rules import (
     is_explicit,
     raw_source_index,
     widen,
+    with_special_cases,
 )
-from .size_conditions import holds, host_tensors, is_static, ratio_hint, size_test
+from .size_conditions import holds, host_tensors, is_static, ratio_hint
 
 
 def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
@@ -37,27 +37,21 @@ def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
     # The header's special cases (osize that selects it, windows), as in the forward map
     # (``eager_rules.source_index``).
     special = [(isize, i), (2 * isize, 2 * i)] if rule.header_special else []
-    if is_static(isize, osize):
-        for size, start in special:
-            if osize == size:
-                return start
-        special = []
-    s = forward_scale(isize, osize, scale, rule.double)
-    estimate = i.to(F64) / widen(s)
-    if rule.exact:
-        estimate = estimate - 0.5
-    base = (estimate.ceil().to(torch.int64) - 2).clamp(0, osize)
-    below = torch.zeros_like(base)
-    for d in range(4):
-        o = base + d
-        below = below + ((o < osize) & (raw_source_index(o, s, rule) < i)).to(torch.int64)
-    start = base + below
-    # The clamp to isize - 1 sends every later output to the last input.
-    start = torch.where(i >= isize, osize, start).clamp_max(osize)
-    # Symbolic sizes: selected at run time, not under a guard (see size_conditions.size_test).
-    for size, special_start in reversed(special):
-        start = torch.where(size_test(operator.eq, osize - size, 0), special_start, start)
-    return start
+
+    def formula() -> Tensor:
+        s = forward_scale(isize, osize, scale, rule.double)
+        estimate = i.to(F64) / widen(s)
+        if rule.exact:
+            estimate = estimate - 0.5
+        base = (estimate.ceil().to(torch.int64) - 2).clamp(0, osize)
+        below = torch.zeros_like(base)
+        for d in range(4):
+            o = base + d
+            below = below + ((o < osize) & (raw_source_index(o, s, rule) < i)).to(torch.int64)
+        # The clamp to isize - 1 sends every later output to the last input.
+        return torch.where(i >= isize, osize, base + below).clamp_max(osize)
+
+    return with_special_cases(special, isize, osize, formula)
 
 
 def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:

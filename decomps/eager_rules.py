@@ -261,17 +261,27 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
         special.append((isize, o))
     if rule.header_special:
         special.append((2 * isize, o // 2))
+
+    def formula() -> Tensor:
+        s = forward_scale(isize, osize, scale, rule.double)
+        return raw_source_index(o, s, rule).clamp_max(isize - 1)
+
+    return with_special_cases(special, isize, osize, formula)
+
+
+def with_special_cases(special, isize, osize, formula) -> Tensor:
+    """Eager's special cases before its formula: the first ``(size, value)`` of ``special`` with
+    ``osize == size`` gives ``value``, else ``formula()``. Static sizes pick on the host; symbolic
+    ones select at run time, not under a guard (see size_conditions.size_test)."""
     if is_static(isize, osize):
-        for size, src in special:
+        for size, value in special:
             if osize == size:
-                return src
-        special = []
-    s = forward_scale(isize, osize, scale, rule.double)
-    src = raw_source_index(o, s, rule).clamp_max(isize - 1)
-    # Symbolic sizes: selected at run time, not under a guard (see size_conditions.size_test).
-    for size, special_src in reversed(special):
-        src = torch.where(size_test(operator.eq, osize - size, 0), special_src, src)
-    return src
+                return value
+        return formula()
+    result = formula()
+    for size, value in reversed(special):
+        result = torch.where(size_test(operator.eq, osize - size, 0), value, result)
+    return result
 
 
 def source_indices(isize, osize, scale, rule: Rule, device) -> Tensor:
