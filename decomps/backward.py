@@ -26,6 +26,8 @@ from . import (
     eager_rules,
     index_patterns,
     kernel_choice,
+    repeat_kernels,
+    repeats,
     short_periods,
     size_conditions,
 )
@@ -35,10 +37,6 @@ from .index_patterns import Pattern
 from .layouts import backward_memory_format
 
 aten = torch.ops.aten
-
-
-def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _dim_pattern(isize, osize, scale, rule) -> Pattern | None:
@@ -53,16 +51,6 @@ def _unstride(g: Tensor, dim: int, p: Pattern) -> Tensor:
     pad = [0, 0] * (g.dim() - dim - 2) + [p.offset, p.factor - 1 - p.offset]
     g = aten.constant_pad_nd(g, pad, 0)
     return g.flatten(dim, dim + 1)
-
-
-def _sum_repeats(g: Tensor, factors: Sequence[int]) -> Tensor:
-    """Adjoint of ``_repeat``: ``out[..., i, ..] = sum_j g[..., i k + j, ..]``."""
-    n = len(factors)
-    lead = list(g.shape[:-n])
-    split = list(lead)
-    for size, k in zip(g.shape[-n:], factors):
-        split += [size // k, k]
-    return g.reshape(split).sum([len(lead) + 2 * t + 1 for t in range(n)])
 
 
 def _window_starts(isize, osize, scale, rule, device, identity_if) -> Tensor:
@@ -216,8 +204,11 @@ def upsample_nearest_backward(
             patterns[-1] = Pattern("identity")  # after the sums: equal sizes, unit windows
     if kernel_choice.aten_backward(grad_output, patterns):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
+    if period is None and kernel_choice.repeat_op(grad_output, patterns):
+        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        return repeat_kernels.upsample_repeat_backward(grad_output, factors)
 
-    g = grad_output.to(_accumulation_dtype(dtype))
+    g = grad_output.to(repeat_kernels.accumulation_dtype(dtype))
     concatenated = None
     if period is not None:
         g = concatenated = _sum_periods(g, period)
@@ -230,7 +221,7 @@ def upsample_nearest_backward(
                 g = _unstride(g, 2 + d, p)
         factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
         if any(k > 1 for k in factors):
-            g = _sum_repeats(g, factors)
+            g = repeats.sum_repeats(g, factors)
     else:
         moving = [d for d, p in enumerate(patterns) if p is None or p.kind != "identity"]
         args = (g, input_size, output_size, scales, rule, moving[0], moving[-1], identity_if)

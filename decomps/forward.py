@@ -17,7 +17,17 @@ import torch
 from torch import Tensor
 from torch._prims_common.wrappers import out_wrapper
 
-from . import alignment, aten_kernels, checks, eager_rules, index_patterns, kernel_choice, short_periods
+from . import (
+    alignment,
+    aten_kernels,
+    checks,
+    eager_rules,
+    index_patterns,
+    kernel_choice,
+    repeat_kernels,
+    repeats,
+    short_periods,
+)
 from ._registry import register
 from .ops import FORWARD
 from .index_patterns import Pattern
@@ -28,18 +38,6 @@ aten = torch.ops.aten
 
 def _slice_strided(x: Tensor, dim: int, osize, p: Pattern) -> Tensor:
     return aten.slice(x, dim, p.offset, p.offset + (osize - 1) * p.factor + 1, p.factor)
-
-
-def _repeat(x: Tensor, factors: Sequence[int]) -> Tensor:
-    """``out[..., o_1, .., o_n] = x[..., o_1 // k_1, .., o_n // k_n]`` as expand + reshape."""
-    n = len(factors)
-    lead = list(x.shape[:-n])
-    expanded_view, expanded, final = list(lead), list(lead), list(lead)
-    for size, k in zip(x.shape[-n:], factors):
-        expanded_view += [size, 1]
-        expanded += [size, k]
-        final.append(size * k)
-    return x.reshape(expanded_view).expand(expanded).reshape(final)
 
 
 # Longest period (outputs) of the innermost dim that becomes slices, and from which rank on,
@@ -91,6 +89,9 @@ def upsample_nearest(
             patterns[-1] = Pattern("identity")  # after the slices: equal sizes
     if kernel_choice.aten_forward(input, patterns):
         return aten_kernels.upsample_nearest(input, output_size, scales, exact)
+    if period is None and kernel_choice.repeat_op(input, patterns):
+        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        return repeat_kernels.upsample_repeat(input, factors)
 
     x = input
     for d, (p, o) in enumerate(zip(patterns, output_size)):
@@ -102,7 +103,7 @@ def upsample_nearest(
     if all(p is not None for p in patterns):
         factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
         if any(k > 1 for k in factors):
-            x = _repeat(x, factors)
+            x = repeats.repeat(x, factors)
         # A cat's output is already a new contiguous tensor: a clone would copy it once more.
         return x if x is concatenated else x.clone(memory_format=memory_format)
 

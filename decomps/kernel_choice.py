@@ -1,5 +1,6 @@
-"""Which kernel a call site runs: the decomposition's generated code, or ATen's own kernel as an
-extern call (``aten_kernels``).
+"""Which kernel a call site runs: the decomposition's generated code, ATen's own kernel as an
+extern call (``aten_kernels``), or the integer-repeat ops (``repeat_kernels``), which Inductor
+lowers to the package's Triton kernels or to generated code (``lowerings.repeat``).
 
 Inductor's C++ backend loads a gather along the innermost dim element by element through a
 16-element buffer; eager's contiguous kernel, a loop over precomputed offsets, is faster there
@@ -22,12 +23,17 @@ from torch._prims_common import suggest_memory_format
 
 # Device types whose contiguous gathers may run ATen's kernel.
 ATEN_KERNEL_DEVICES = ("cpu",)
+# Device types whose contiguous integer repeats become the repeat ops.
+REPEAT_KERNEL_DEVICES = ("cuda",)
+# Above this many taps per grad_input element, the backward sums in a reduction kernel
+# (backward.MAX_UNROLLED_TAPS): the repeat op's generated code unrolls them.
+MAX_REPEAT_TAPS = 16
 
 
-def _eligible(tensor: Tensor) -> bool:
-    """ATen's kernel is an option: its device, a contiguous layout, not exporting."""
+def _eligible(tensor: Tensor, devices) -> bool:
+    """A custom op is an option: one of its devices, a contiguous layout, not exporting."""
     return (
-        tensor.device.type in ATEN_KERNEL_DEVICES
+        tensor.device.type in devices
         and suggest_memory_format(tensor) == torch.contiguous_format
         and not torch.compiler.is_exporting()
     )
@@ -40,10 +46,23 @@ def aten_forward(input: Tensor, patterns) -> bool:
     ``patterns``: per spatial dim, the index-free pattern the decomposition uses, None where it
     gathers.
     """
-    return _eligible(input) and input.dtype.is_floating_point and patterns[-1] is None
+    return _eligible(input, ATEN_KERNEL_DEVICES) and input.dtype.is_floating_point and patterns[-1] is None
 
 
 def aten_backward(grad_output: Tensor, patterns) -> bool:
     """Whether the backward runs ATen's kernel: some outer dim (any but the innermost) would
     gather windows (``patterns``: per spatial dim, after the innermost dim's short period)."""
-    return _eligible(grad_output) and any(p is None for p in patterns[:-1])
+    return _eligible(grad_output, ATEN_KERNEL_DEVICES) and any(p is None for p in patterns[:-1])
+
+
+def repeat_op(tensor: Tensor, patterns) -> bool:
+    """Whether an integer repeat runs as a repeat op: every spatial dim repeats or stays
+    (``patterns``: ``repeat`` or ``identity``, no slices, no gathers), some dim repeats, and the
+    backward's window has at most ``MAX_REPEAT_TAPS`` elements."""
+    if not all(p is not None and p.kind in ("repeat", "identity") for p in patterns):
+        return False
+    factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+    taps = 1
+    for k in factors:
+        taps *= k
+    return _eligible(tensor, REPEAT_KERNEL_DEVICES) and 1 < taps <= MAX_REPEAT_TAPS

@@ -2,8 +2,8 @@
 
 ``install(table)`` puts the package's decompositions into Inductor's decomposition table (which
 AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
-every nearest upsample reaching Inductor is lowered from our aten graph, and adds two code
-generation facts (``divisibility``, ``package_kernels``). It returns a callable that restores
+every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
+the package's integer-repeat ops (``repeat``), and adds two code generation facts (``divisibility``, ``package_kernels``). It returns a callable that restores
 Inductor's stock state exactly.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import divisibility, package_kernels
+from . import divisibility, package_kernels, repeat
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -84,6 +84,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     undo = [
         swap_entries(decomposition.decompositions, decompositions),
         swap_entries(lowering.lowerings, dict.fromkeys(STOCK_LOWERED)),
+        swap_entries(lowering.lowerings, repeat.lowerings()),
     ]
     if not missing_codegen_hooks():
         undo += [divisibility.install(), package_kernels.install()]

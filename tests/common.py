@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from unittest import mock
 
@@ -30,13 +31,18 @@ def backward_op(rank: int, exact: bool):
     return BACKWARD[(rank, exact)].default
 
 
+@contextlib.contextmanager
 def generated_code():
     """A context in which every call site runs the decompositions' generated code: ATen's
-    kernels (``kernel_choice``) on no device, as on a device without them or while exporting.
+    kernels and the repeat ops (``kernel_choice``) on no device, as on a device without them or
+    while exporting.
 
     The compile caches' keys do not see it: compile under it with fresh caches
     (``torch._inductor.utils.fresh_inductor_cache()``)."""
-    return mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ())
+    with mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()), mock.patch.object(
+        kernel_choice, "REPEAT_KERNEL_DEVICES", ()
+    ):
+        yield
 
 
 def aten_kernel_nodes(graph) -> list[str]:

@@ -16,12 +16,13 @@ aten = torch.ops.aten
 s0 = sympy.Symbol("s0", integer=True, positive=True)
 
 
-def _origin(op):
-    return types.SimpleNamespace(meta={"original_aten": op})
+def _origin(op, target=None):
+    return types.SimpleNamespace(meta={"original_aten": op}, target=target or op)
 
 
-def _buffer(*ops, stride=(16, 1)):
-    return types.SimpleNamespace(origins=[_origin(op) for op in ops], get_stride=lambda: list(stride))
+def _buffer(*ops, stride=(16, 1), target=None):
+    origins = [_origin(op, target) for op in ops]
+    return types.SimpleNamespace(origins=origins, get_stride=lambda: list(stride))
 
 
 def _schedule(*buffers):
@@ -59,6 +60,10 @@ def test_tiling_settings():
     assert settings(cl, 4096, 1) == {}
     assert settings(fused, 4096, 16) == {}  # reductions keep Inductor's choice
     assert settings(_schedule(_buffer(aten.add.Tensor)), 4096, 1) == {}  # not ours
+    # a repeat op's generated code (lowerings.repeat): flat, alone too
+    repeat = _schedule(_buffer(UPSAMPLE, target=torch.ops.decomps.upsample_repeat.default))
+    assert settings(repeat, 4096, 1) == {"triton.max_tiles": 1}
+    assert settings(repeat, 64 * s0, 1) == {"triton.max_tiles": 1}
 
 
 def _kernel(index_dtype, *buffers):

@@ -1,0 +1,38 @@
+"""Integer repeats ``out[..., o] = x[..., o // k]`` per spatial dim, as views, and their adjoint.
+
+The decompositions build these from views; ``repeat_kernels`` runs them as custom ops whose
+default kernels are these same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import Tensor
+
+
+def repeat(x: Tensor, factors: Sequence[int]) -> Tensor:
+    """``out[..., o_1, .., o_n] = x[..., o_1 // k_1, .., o_n // k_n]`` as expand + reshape."""
+    n = len(factors)
+    lead = list(x.shape[:-n])
+    expanded_view, expanded, final = list(lead), list(lead), list(lead)
+    for size, k in zip(x.shape[-n:], factors):
+        expanded_view += [size, 1]
+        expanded += [size, k]
+        final.append(size * k)
+    return x.reshape(expanded_view).expand(expanded).reshape(final)
+
+
+def window_shape(shape: Sequence, factors: Sequence[int]) -> list:
+    """``shape`` with each of its last ``len(factors)`` sizes split into ``(size // k, k)``."""
+    n = len(factors)
+    split = list(shape[:-n])
+    for size, k in zip(shape[-n:], factors):
+        split += [size // k, k]
+    return split
+
+
+def sum_repeats(g: Tensor, factors: Sequence[int]) -> Tensor:
+    """Adjoint of ``repeat``: ``out[..., i, ..] = sum_j g[..., i k + j, ..]``."""
+    lead = g.dim() - len(factors)
+    return g.reshape(window_shape(g.shape, factors)).sum([lead + 2 * t + 1 for t in range(len(factors))])

@@ -1,0 +1,190 @@
+"""Lowerings of the integer-repeat ops (``decomps.repeat_kernels``): per call site, the
+package's Triton kernels as an extern call, or generated code that fuses with its neighbours.
+
+The Triton kernels read and write whole rows with vector accesses and reach the copy floor
+where Inductor's generated kernel does not (x2 bf16 forward on an H200, dynamic shapes: 85 vs
+98 us; backward 84 vs 94 us; docs/findings.md, §6). They cost fusion: an extern call reads a
+realized input and writes its own output. So a call site runs them only where nothing would
+fuse anyway: the input is already a buffer and every user of the result takes realized inputs
+(the graph's output, a convolution, a matmul). Elsewhere the op lowers to a pointwise node that
+Inductor fuses into its producer and users (an add in an FPN merge).
+
+A forward used by ``cat`` is realized on its own: Inductor then writes it straight into its
+slice of the cat's output and copies the other inputs (the UNet skip cat, x2 bf16 contiguous on
+an H200: 216 us against 291 us for the one-kernel cat that reads both inputs through masks).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _triton_applies(x, factors) -> bool:
+    """The Triton kernels: CUDA, a contiguous input, 32-bit indexing (every size Inductor may
+    see: it guards the numel bound of the graph's tensors)."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    from decomps.repeat_kernels import TRITON_INNERMOST_FACTORS
+
+    if x.get_device().type != "cuda" or factors[-1] not in TRITON_INNERMOST_FACTORS:
+        return False
+    from torch._inductor.utils import expr_fits_within_32bit
+
+    size = list(x.get_size())
+    if not ir.is_contiguous_strides_for_shape(x.get_layout().stride, size):
+        return False
+    wide = _product(size) * _product(factors)
+    if not expr_fits_within_32bit(wide):
+        return False
+    # the guard Inductor takes for its own 32-bit kernels (SIMDKernel.can_use_32bit_indexing)
+    V.graph.sizevars.check_leq(wide, torch.iinfo(torch.int32).max)
+    return True
+
+
+def _users_take_realized_inputs(node) -> bool:
+    from torch._inductor.lowering import needs_realized_inputs
+
+    return all(user.op == "output" or user.target in needs_realized_inputs for user in node.users)
+
+
+def runs_op_kernel(x) -> bool:
+    """Whether the op being lowered runs its own kernel (on CUDA the Triton kernel) as an
+    extern call: its input is a buffer and nothing would fuse with its result."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    return ir.is_storage_and_layout(x) and _users_take_realized_inputs(V.graph.current_node)
+
+
+def _extern(op, x, factors):
+    from torch._inductor.lowering import fallback_handler
+
+    return fallback_handler(op, add_to_fallback_set=False)(x, factors)
+
+
+def _triton_call(kernel, src, out_size, factors):
+    """``kernel`` (``decomps.triton_repeat``) as a user-defined Triton kernel of the generated
+    code: Inductor launches it like its own kernels, with no Python dispatch on the way."""
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_mutation
+    from torch._inductor.lowering import empty_strided, lowerings
+    from torch._inductor.virtualized import V
+    from torch.utils._sympy.functions import CeilDiv
+
+    from decomps import triton_repeat
+
+    out = empty_strided(out_size, None, dtype=src.get_dtype(), device=src.get_device())
+    forward = kernel is triton_repeat._repeat_rows
+    in_size = list(src.get_size())
+    narrow, wide = (in_size, out_size) if forward else (out_size, in_size)
+    sizevars = V.graph.sizevars
+    hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
+    # Block sizes from the example sizes: the kernel is exact for any of them (masks).
+    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward)
+    rows = _product(out_size[:-1])
+    grid = [(CeilDiv(rows, config["ROWS"]), CeilDiv(wide[-1], config["BLOCK_W"] * (1 if forward else factors[-1])), 1)]
+    n = len(factors)
+    kwargs = {
+        "in_ptr" if forward else "g_ptr": src,
+        "out_ptr": out,
+        "rows": rows,
+        "h_in": narrow[-2] if n >= 2 else 1,
+        "h_out": wide[-2] if n >= 2 else 1,
+        "w_in": narrow[-1],
+        "w_out": wide[-1],
+    }
+    lowerings[triton_kernel_wrapper_mutation](
+        kernel_idx=kernel_side_table.add_kernel(kernel),
+        constant_args_idx=kernel_side_table.add_constant_args(config),
+        grid=grid,
+        tma_descriptor_metadata={},
+        kwargs=kwargs,
+    )
+    return out
+
+
+def _product(sizes):
+    total = 1
+    for size in sizes:
+        total = total * size
+    return total
+
+
+def upsample_repeat(x, factors: Sequence[int]):
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    from torch.utils._sympy.functions import FloorDiv
+
+    n = len(factors)
+    size = list(x.get_size())
+    if runs_op_kernel(x):
+        if _triton_applies(x, factors):
+            from decomps import triton_repeat
+
+            out_size = [*size[:-n], *(s * k for s, k in zip(size[-n:], factors))]
+            return _triton_call(triton_repeat._repeat_rows, x, out_size, factors)
+        return _extern(torch.ops.decomps.upsample_repeat.default, x, factors)
+    load = x.make_loader()
+
+    def inner_fn(index):
+        spatial = [FloorDiv(i, k) if k > 1 else i for i, k in zip(index[-n:], factors)]
+        return load([*index[:-n], *spatial])
+
+    out = ir.Pointwise.create(
+        device=x.get_device(),
+        dtype=x.get_dtype(),
+        inner_fn=inner_fn,
+        ranges=[*size[:-n], *(s * k for s, k in zip(size[-n:], factors))],
+    )
+    if any(user.target is aten.cat.default for user in V.graph.current_node.users):
+        out.realize()
+    return out
+
+
+def upsample_repeat_backward(grad_output, factors: Sequence[int]):
+    from torch._inductor import ir
+    from torch._inductor.virtualized import ops
+
+    from decomps.repeat_kernels import accumulation_dtype
+
+    n = len(factors)
+    size = list(grad_output.get_size())
+    if runs_op_kernel(grad_output):
+        if _triton_applies(grad_output, factors):
+            from decomps import triton_repeat
+
+            out_size = [*size[:-n], *(s // k for s, k in zip(size[-n:], factors))]
+            return _triton_call(triton_repeat._sum_repeat_rows, grad_output, out_size, factors)
+        return _extern(torch.ops.decomps.upsample_repeat_backward.default, grad_output, factors)
+    dtype = grad_output.get_dtype()
+    acc = accumulation_dtype(dtype)
+    load = grad_output.make_loader()
+
+    def inner_fn(index):
+        total = None
+        # eager's order: window rows first, columns innermost, from the first element
+        for offsets in itertools.product(*(range(k) for k in factors)):
+            spatial = [i * k + j for i, k, j in zip(index[-n:], factors, offsets)]
+            value = ops.to_dtype(load([*index[:-n], *spatial]), acc)
+            total = value if total is None else ops.add(total, value)
+        return ops.to_dtype(total, dtype)
+
+    return ir.Pointwise.create(
+        device=grad_output.get_device(),
+        dtype=dtype,
+        inner_fn=inner_fn,
+        ranges=[*size[:-n], *(s // k for s, k in zip(size[-n:], factors))],
+    )
+
+
+def lowerings() -> dict:
+    """``{op: lowering}`` for Inductor's lowering table."""
+    return {
+        torch.ops.decomps.upsample_repeat.default: upsample_repeat,
+        torch.ops.decomps.upsample_repeat_backward.default: upsample_repeat_backward,
+    }
