@@ -25,14 +25,17 @@ aten = torch.ops.aten
 
 
 def _triton_applies(x, factors) -> bool:
-    """The Triton kernels: CUDA, a contiguous input, 32-bit indexing (every size Inductor may
-    see: it guards the numel bound of the graph's tensors)."""
+    """The Triton kernels apply: an innermost factor they handle, a contiguous input, 32-bit
+    indexing (guarded as Inductor guards its own 32-bit kernels), and this torch's user-kernel
+    lowering."""
+    from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation
     from torch._inductor import ir
+    from torch._inductor.lowering import lowerings
     from torch._inductor.virtualized import V
 
     from decomps.repeat_kernels import TRITON_INNERMOST_FACTORS
 
-    if x.get_device().type != "cuda" or factors[-1] not in TRITON_INNERMOST_FACTORS:
+    if factors[-1] not in TRITON_INNERMOST_FACTORS or triton_kernel_wrapper_mutation not in lowerings:
         return False
     from torch._inductor.utils import expr_fits_within_32bit
 
@@ -42,7 +45,7 @@ def _triton_applies(x, factors) -> bool:
     wide = _product(size) * _product(factors)
     if not expr_fits_within_32bit(wide):
         return False
-    # the guard Inductor takes for its own 32-bit kernels (SIMDKernel.can_use_32bit_indexing)
+    # SIMDKernel.can_use_32bit_indexing's guard
     V.graph.sizevars.check_leq(wide, torch.iinfo(torch.int32).max)
     return True
 
@@ -123,12 +126,13 @@ def upsample_repeat(x, factors: Sequence[int]):
     n = len(factors)
     size = list(x.get_size())
     if runs_op_kernel(x):
+        if x.get_device().type != "cuda":
+            return _extern(torch.ops.decomps.upsample_repeat.default, x, factors)
         if _triton_applies(x, factors):
             from decomps import triton_repeat
 
             out_size = [*size[:-n], *(s * k for s, k in zip(size[-n:], factors))]
             return _triton_call(triton_repeat._repeat_rows, x, out_size, factors)
-        return _extern(torch.ops.decomps.upsample_repeat.default, x, factors)
     load = x.make_loader()
 
     def inner_fn(index):
@@ -155,12 +159,13 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
     n = len(factors)
     size = list(grad_output.get_size())
     if runs_op_kernel(grad_output):
+        if grad_output.get_device().type != "cuda":
+            return _extern(torch.ops.decomps.upsample_repeat_backward.default, grad_output, factors)
         if _triton_applies(grad_output, factors):
             from decomps import triton_repeat
 
             out_size = [*size[:-n], *(s // k for s, k in zip(size[-n:], factors))]
             return _triton_call(triton_repeat._sum_repeat_rows, grad_output, out_size, factors)
-        return _extern(torch.ops.decomps.upsample_repeat_backward.default, grad_output, factors)
     dtype = grad_output.get_dtype()
     acc = accumulation_dtype(dtype)
     load = grad_output.make_loader()
