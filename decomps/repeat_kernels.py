@@ -25,6 +25,8 @@ _LIBRARY.define("upsample_repeat_backward(Tensor grad_output, int[] factors) -> 
 
 # The innermost factors the Triton kernels handle (tl.interleave / tl.split doubles or halves).
 TRITON_INNERMOST_FACTORS = (1, 2, 4)
+# The backward kernel accumulates in float32: float64 keeps its own precision elsewhere.
+TRITON_BACKWARD_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -75,7 +77,7 @@ def _repeat_cuda(input: Tensor, factors: Sequence[int]) -> Tensor:
 
 def _sum_repeats_cuda(grad_output: Tensor, factors: Sequence[int]) -> Tensor:
     out = grad_output.new_empty(summed_shape(grad_output.shape, factors))
-    if not _triton_applies(factors, grad_output, out):
+    if grad_output.dtype not in TRITON_BACKWARD_DTYPES or not _triton_applies(factors, grad_output, out):
         return _sum_repeats_views(grad_output, factors)
     from . import triton_repeat
 

@@ -154,14 +154,14 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
     from torch._inductor import ir
     from torch._inductor.virtualized import ops
 
-    from decomps.repeat_kernels import accumulation_dtype
+    from decomps.repeat_kernels import TRITON_BACKWARD_DTYPES, accumulation_dtype
 
     n = len(factors)
     size = list(grad_output.get_size())
     if runs_op_kernel(grad_output):
         if grad_output.get_device().type != "cuda":
             return _extern(torch.ops.decomps.upsample_repeat_backward.default, grad_output, factors)
-        if _triton_applies(grad_output, factors):
+        if grad_output.get_dtype() in TRITON_BACKWARD_DTYPES and _triton_applies(grad_output, factors):
             from decomps import triton_repeat
 
             out_size = [*size[:-n], *(s // k for s, k in zip(size[-n:], factors))]
