@@ -7,7 +7,7 @@ accesses: the forward loads ``BLOCK_W / KW`` inputs and duplicates them with ``t
 the backward loads ``BLOCK_W * KW`` gradients and splits them into their ``KW`` columns with
 ``tl.split``. The only division by a size is one per row. On an H200 (x2, (8, 256, 128, 128)
 bf16, ``do_bench``): forward 85 us and backward 84 us, where Inductor's kernels take 98 and 94 us
-with dynamic shapes (82 and 91 static); the copy floor is 79 us each (docs/findings.md, §6).
+with dynamic shapes (82 and 91 static); the copy floor is 79 us each (docs/findings.md, finding 7).
 
 The backward adds in eager's order (window rows in order, then columns, from zero, in float32
 for half types), so its result is eager's bit for bit.
@@ -28,7 +28,7 @@ MAX_BLOCK_W = 512
 
 
 @triton.jit
-def _repeat_rows(
+def repeat_rows(
     in_ptr, out_ptr, rows, h_in, h_out, w_in, w_out,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     ROWS: tl.constexpr, BLOCK_W: tl.constexpr,
@@ -48,7 +48,7 @@ def _repeat_rows(
 
 
 @triton.jit
-def _sum_repeat_rows(
+def window_sum_rows(
     g_ptr, out_ptr, rows, h_in, h_out, w_in, w_out,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     ROWS: tl.constexpr, BLOCK_W: tl.constexpr,
@@ -97,8 +97,8 @@ def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int,
     h_in = narrow.shape[-2] if n >= 2 else 1
     h_out = wide.shape[-2] if n >= 2 else 1
     w_in, w_out = narrow.shape[-1], wide.shape[-1]
-    config = launch_config(w_out, factors, kernel is _repeat_rows)
-    per_row = config["BLOCK_W"] * (1 if kernel is _repeat_rows else config["KW"])
+    config = launch_config(w_out, factors, kernel is repeat_rows)
+    per_row = config["BLOCK_W"] * (1 if kernel is repeat_rows else config["KW"])
     grid = (triton.cdiv(rows, config["ROWS"]), math.ceil(w_out / per_row))
     kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, **config, num_warps=4)
 
@@ -106,14 +106,14 @@ def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int,
 def repeat(x: Tensor, out: Tensor, factors: Sequence[int]) -> Tensor:
     """``out = repeats.repeat(x, factors)``; both contiguous, fewer than 2**31 elements."""
     if out.numel():
-        _launch(_repeat_rows, x, out, factors, out.numel() // out.shape[-1], out, x)
+        _launch(repeat_rows, x, out, factors, out.numel() // out.shape[-1], out, x)
     return out
 
 
 def sum_repeats(g: Tensor, out: Tensor, factors: Sequence[int]) -> Tensor:
     """``out = repeats.sum_repeats(g, factors)`` in eager's order; both contiguous."""
     if out.numel():
-        _launch(_sum_repeat_rows, g, out, factors, out.numel() // out.shape[-1], g, out)
+        _launch(window_sum_rows, g, out, factors, out.numel() // out.shape[-1], g, out)
     return out
 
 
@@ -122,4 +122,4 @@ def supports(*tensors: Tensor) -> bool:
     return all(t.is_contiguous() and t.numel() < 2**31 for t in tensors)
 
 
-__all__ = ["repeat", "sum_repeats", "supports"]
+__all__ = ["repeat", "repeat_rows", "sum_repeats", "supports", "window_sum_rows"]

@@ -1,18 +1,25 @@
 """Lowerings of the integer-repeat ops (``decomps.repeat_kernels``): per call site, the
-package's Triton kernels as an extern call, or generated code that fuses with its neighbours.
+package's Triton kernel or generated code that fuses with its neighbours.
 
-The Triton kernels read and write whole rows with vector accesses and reach the copy floor
-where Inductor's generated kernel does not (x2 bf16 forward on an H200, dynamic shapes: 85 vs
-98 us; backward 84 vs 94 us; docs/findings.md, §6). They cost fusion: an extern call reads a
-realized input and writes its own output. So a call site runs them only where nothing would
-fuse anyway: the input is already a buffer and every user of the result takes realized inputs
-(the graph's output, a convolution, a matmul). Elsewhere the op lowers to a pointwise node that
-Inductor fuses into its producer and users (an add in an FPN merge).
+The Triton kernels (``decomps.triton_repeat``) read and write whole rows with vector accesses
+and reach the copy floor where Inductor's kernel does not (x2 bf16 on an H200, dynamic shapes:
+forward 84 vs 98 us, backward 81 vs 94 us; docs/findings.md, finding 7). They cost fusion: the
+kernel reads a realized input and writes its own output. So a call site runs it only where
+nothing would fuse anyway: the input is already a buffer and every user of the result takes
+realized inputs (the graph's output, a convolution, a matmul). It is emitted through Inductor's
+lowering of user-defined Triton kernels, so the generated code launches it like its own.
+Elsewhere the op lowers to a pointwise node that Inductor fuses into its producer and users (an
+add in an FPN merge).
 
 A forward used by ``cat`` is realized on its own: Inductor then writes it straight into its
-slice of the cat's output and copies the other inputs (the UNet skip cat, x2 bf16 contiguous on
-an H200: 216 us against 291 us for the one-kernel cat that reads both inputs through masks).
+slice of the cat's output and copies the other inputs (UNet skip cat, x2 bf16 contiguous on an
+H200: 226 us static and 280 dynamic, where the one-kernel cat that reads both inputs through
+masks took 303 and 391).
+
+On other devices (tests reach them through ``kernel_choice.REPEAT_KERNEL_DEVICES``) the op's own
+kernel, the views, runs as an extern call where the Triton kernel would.
 """
+
 
 from __future__ import annotations
 
@@ -57,8 +64,8 @@ def _users_take_realized_inputs(node) -> bool:
 
 
 def runs_op_kernel(x) -> bool:
-    """Whether the op being lowered runs its own kernel (on CUDA the Triton kernel) as an
-    extern call: its input is a buffer and nothing would fuse with its result."""
+    """Whether the op being lowered runs its own kernel rather than generated code: its input
+    is a buffer and nothing would fuse with its result."""
     from torch._inductor import ir
     from torch._inductor.virtualized import V
 
@@ -82,7 +89,7 @@ def _triton_call(kernel, src, out_size, factors):
     from decomps import triton_repeat
 
     out = empty_strided(out_size, None, dtype=src.get_dtype(), device=src.get_device())
-    forward = kernel is triton_repeat._repeat_rows
+    forward = kernel is triton_repeat.repeat_rows
     in_size = list(src.get_size())
     narrow, wide = (in_size, out_size) if forward else (out_size, in_size)
     sizevars = V.graph.sizevars
@@ -132,7 +139,7 @@ def upsample_repeat(x, factors: Sequence[int]):
             from decomps import triton_repeat
 
             out_size = [*size[:-n], *(s * k for s, k in zip(size[-n:], factors))]
-            return _triton_call(triton_repeat._repeat_rows, x, out_size, factors)
+            return _triton_call(triton_repeat.repeat_rows, x, out_size, factors)
     load = x.make_loader()
 
     def inner_fn(index):
@@ -165,7 +172,7 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
             from decomps import triton_repeat
 
             out_size = [*size[:-n], *(s // k for s, k in zip(size[-n:], factors))]
-            return _triton_call(triton_repeat._sum_repeat_rows, grad_output, out_size, factors)
+            return _triton_call(triton_repeat.window_sum_rows, grad_output, out_size, factors)
     dtype = grad_output.get_dtype()
     acc = accumulation_dtype(dtype)
     load = grad_output.make_loader()

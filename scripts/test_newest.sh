@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh .venv-newest 2.15.0
 . .venv-newest/bin/activate
-exec python -m pytest tests/test_install.py tests/test_compile.py tests/test_backward.py \
+exec python -m pytest tests/test_install.py tests/test_compile.py tests/test_backward.py tests/test_repeat.py \
   tests/test_export.py -q "$@"

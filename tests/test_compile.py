@@ -167,7 +167,7 @@ class TestCompile(TestCase):
         torch._dynamo.reset()
         out, (code, *_) = run_and_get_code(torch.compile(step, backend="inductor"), g)
         # Inductor's kernels, or on CUDA the package's Triton kernel (lowerings.repeat)
-        kernels = re.findall(r"def (?:triton_\w+|_sum_repeat_rows)\(|extern \"C\"[^\n]*void kernel|cpp_fused_\w+ = ", code)
+        kernels = re.findall(r"def (?:triton_\w+|window_sum_rows)\(|extern \"C\"[^\n]*void kernel|cpp_fused_\w+ = ", code)
         self.assertEqual(len(kernels), 1, msg=code)
         self.assertEqual(out, step(g), rtol=1e-6, atol=1e-5)
 

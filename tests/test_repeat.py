@@ -20,8 +20,8 @@ from decomps import kernel_choice
 
 # The op's kernel in the generated code: on CUDA the Triton kernel (decomps.triton_repeat), elsewhere
 # an extern call of the op (comments name the op in either case)
-FORWARD = ("_repeat_rows", "torch.ops.decomps.upsample_repeat.default(")
-BACKWARD = ("_sum_repeat_rows", "torch.ops.decomps.upsample_repeat_backward.default(")
+FORWARD = ("def repeat_rows(", "torch.ops.decomps.upsample_repeat.default(")
+BACKWARD = ("def window_sum_rows(", "torch.ops.decomps.upsample_repeat_backward.default(")
 
 
 def _runs(kernel, code: str) -> bool:
