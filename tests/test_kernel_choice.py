@@ -1,9 +1,11 @@
 """kernel_choice and aten_kernels: where a call site runs ATen's kernel as an extern call, and
-that the result is eager's (values, strides, errors) wherever it does."""
+that the result is eager's (values, strides, errors) wherever it does; which call sites become
+the repeat ops."""
 
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import pytest
 import torch
@@ -11,7 +13,8 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from decomps import aten_kernels
+from decomps import aten_kernels, kernel_choice
+from decomps.index_patterns import Pattern
 from perf import cases as perf_cases
 from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
 
@@ -252,3 +255,24 @@ def test_choice_for_the_harness_cpu_rows():
         forward = forward and case.dtype != "uint8"
         assert _traced_choice(case) == (forward, backward and case.backward), case.name
     assert set(EXTERN_ROWS) <= seen
+
+
+def test_repeat_op_rule():
+    """kernel_choice.repeat_op: contiguous integer repeats of every moving dim, at most
+    MAX_REPEAT_TAPS taps, on the rule's devices, not while exporting."""
+    repeat, identity, stride = Pattern("repeat", 2), Pattern("identity"), Pattern("stride", 2, 0)
+    x = torch.randn(2, 3, 4, 5)
+    cl = x.contiguous(memory_format=torch.channels_last)
+    x3 = torch.randn(1, 2, 3, 4, 5)
+    assert not kernel_choice.repeat_op(x, [repeat, repeat])  # CPU is not among the devices
+    with mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu",)):
+        assert kernel_choice.repeat_op(x, [repeat, repeat])
+        assert kernel_choice.repeat_op(x, [identity, repeat])
+        assert kernel_choice.repeat_op(x, [Pattern("repeat", 4), Pattern("repeat", 4)])  # 16 taps
+        assert not kernel_choice.repeat_op(x3, [Pattern("repeat", 4)] * 3)  # 64 taps
+        assert not kernel_choice.repeat_op(x, [identity, identity])  # nothing repeats
+        assert not kernel_choice.repeat_op(x, [stride, repeat])
+        assert not kernel_choice.repeat_op(x, [None, repeat])  # a gather
+        assert not kernel_choice.repeat_op(cl, [repeat, repeat])  # channels-last
+        with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
+            assert not kernel_choice.repeat_op(x, [repeat, repeat])
