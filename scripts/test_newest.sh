@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The newest tested torch release (decomps/_install.py: NEWEST_TESTED_TORCH) in its own env,
-# .venv-newest: the install, compile, backward and export tests. Extra args go to pytest.
+# .venv-newest: the install, compile, backward, repeat-lowering and export tests. Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh .venv-newest 2.15.0
