@@ -118,6 +118,21 @@ def _triton_call(kernel, src, out_size, factors):
     return out
 
 
+def _own_kernel(op, kernel: str, x, factors, out_size, triton: bool = True):
+    """The op's own kernel where ``runs_op_kernel``: on CUDA the Triton kernel ``kernel`` of
+    ``decomps.triton_repeat`` where ``triton`` and it applies, elsewhere an extern call of the
+    op; else None (generated code)."""
+    if not runs_op_kernel(x):
+        return None
+    if x.get_device().type != "cuda":
+        return _extern(op, x, factors)
+    if not (triton and _triton_applies(x, factors)):
+        return None
+    from decomps import triton_repeat
+
+    return _triton_call(getattr(triton_repeat, kernel), x, out_size, factors)
+
+
 def _product(sizes):
     total = 1
     for size in sizes:
@@ -130,16 +145,13 @@ def upsample_repeat(x, factors: Sequence[int]):
     from torch._inductor.virtualized import V
     from torch.utils._sympy.functions import FloorDiv
 
-    n = len(factors)
-    size = list(x.get_size())
-    if runs_op_kernel(x):
-        if x.get_device().type != "cuda":
-            return _extern(torch.ops.decomps.upsample_repeat.default, x, factors)
-        if _triton_applies(x, factors):
-            from decomps import triton_repeat
+    from decomps.repeat_kernels import repeated_shape
 
-            out_size = [*size[:-n], *(s * k for s, k in zip(size[-n:], factors))]
-            return _triton_call(triton_repeat.repeat_rows, x, out_size, factors)
+    out_size = repeated_shape(list(x.get_size()), factors)
+    own = _own_kernel(torch.ops.decomps.upsample_repeat.default, "repeat_rows", x, factors, out_size)
+    if own is not None:
+        return own
+    n = len(factors)
     load = x.make_loader()
 
     def inner_fn(index):
@@ -150,7 +162,7 @@ def upsample_repeat(x, factors: Sequence[int]):
         device=x.get_device(),
         dtype=x.get_dtype(),
         inner_fn=inner_fn,
-        ranges=[*size[:-n], *(s * k for s, k in zip(size[-n:], factors))],
+        ranges=out_size,
     )
     if any(user.target is aten.cat.default for user in V.graph.current_node.users):
         out.realize()
@@ -161,19 +173,15 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
     from torch._inductor import ir
     from torch._inductor.virtualized import ops
 
-    from decomps.repeat_kernels import TRITON_BACKWARD_DTYPES, accumulation_dtype
+    from decomps.repeat_kernels import TRITON_BACKWARD_DTYPES, accumulation_dtype, summed_shape
 
-    n = len(factors)
-    size = list(grad_output.get_size())
-    if runs_op_kernel(grad_output):
-        if grad_output.get_device().type != "cuda":
-            return _extern(torch.ops.decomps.upsample_repeat_backward.default, grad_output, factors)
-        if grad_output.get_dtype() in TRITON_BACKWARD_DTYPES and _triton_applies(grad_output, factors):
-            from decomps import triton_repeat
-
-            out_size = [*size[:-n], *(s // k for s, k in zip(size[-n:], factors))]
-            return _triton_call(triton_repeat.window_sum_rows, grad_output, out_size, factors)
+    out_size = summed_shape(list(grad_output.get_size()), factors)
     dtype = grad_output.get_dtype()
+    op = torch.ops.decomps.upsample_repeat_backward.default
+    own = _own_kernel(op, "window_sum_rows", grad_output, factors, out_size, dtype in TRITON_BACKWARD_DTYPES)
+    if own is not None:
+        return own
+    n = len(factors)
     acc = accumulation_dtype(dtype)
     load = grad_output.make_loader()
 
@@ -190,7 +198,7 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
         device=grad_output.get_device(),
         dtype=dtype,
         inner_fn=inner_fn,
-        ranges=[*size[:-n], *(s // k for s, k in zip(size[-n:], factors))],
+        ranges=out_size,
     )
 
 
