@@ -205,10 +205,10 @@ def upsample_nearest_backward(
     if kernel_choice.aten_backward(grad_output, patterns):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
     if period is None and kernel_choice.repeat_op(grad_output, patterns):
-        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        factors = index_patterns.repeat_factors(patterns)
         return repeat_kernels.upsample_repeat_backward(grad_output, factors)
 
-    g = grad_output.to(repeat_kernels.accumulation_dtype(dtype))
+    g = grad_output.to(repeats.accumulation_dtype(dtype))
     concatenated = None
     if period is not None:
         g = concatenated = _sum_periods(g, period)
@@ -219,7 +219,7 @@ def upsample_nearest_backward(
         for d, p in enumerate(patterns):
             if p.kind == "stride":
                 g = _unstride(g, 2 + d, p)
-        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        factors = index_patterns.repeat_factors(patterns)
         if any(k > 1 for k in factors):
             g = repeats.sum_repeats(g, factors)
     else:

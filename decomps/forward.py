@@ -90,7 +90,7 @@ def upsample_nearest(
     if kernel_choice.aten_forward(input, patterns):
         return aten_kernels.upsample_nearest(input, output_size, scales, exact)
     if period is None and kernel_choice.repeat_op(input, patterns):
-        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        factors = index_patterns.repeat_factors(patterns)
         return repeat_kernels.upsample_repeat(input, factors)
 
     x = input
@@ -101,7 +101,7 @@ def upsample_nearest(
     if period is not None:
         x = concatenated = _slice_periods(x, period)
     if all(p is not None for p in patterns):
-        factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+        factors = index_patterns.repeat_factors(patterns)
         if any(k > 1 for k in factors):
             x = repeats.repeat(x, factors)
         # A cat's output is already a new contiguous tensor: a clone would copy it once more.

@@ -36,6 +36,11 @@ class Pattern:
     offset: int = 0
 
 
+def repeat_factors(patterns) -> list[int]:
+    """Per dim, the factor ``k`` of a ``repeat`` pattern, 1 for any other."""
+    return [p.factor if p.kind == "repeat" else 1 for p in patterns]
+
+
 def static_pattern(isize: int, osize: int, scale, rule: Rule) -> Pattern | None:
     """The index-free pattern eager's map follows for these concrete sizes, if any."""
     src = static_source_indices(isize, osize, scale, rule)

@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 from torch._prims_common import suggest_memory_format
 
+from . import index_patterns
+
 # Device types whose contiguous gathers may run ATen's kernel.
 ATEN_KERNEL_DEVICES = ("cpu",)
 # Device types whose contiguous integer repeats become the repeat ops.
@@ -61,7 +63,7 @@ def repeat_op(tensor: Tensor, patterns) -> bool:
     backward's window has at most ``MAX_REPEAT_TAPS`` elements."""
     if not all(p is not None and p.kind in ("repeat", "identity") for p in patterns):
         return False
-    factors = [p.factor if p.kind == "repeat" else 1 for p in patterns]
+    factors = index_patterns.repeat_factors(patterns)
     taps = 1
     for k in factors:
         taps *= k

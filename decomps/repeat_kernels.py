@@ -29,10 +29,6 @@ TRITON_INNERMOST_FACTORS = (1, 2, 4)
 TRITON_BACKWARD_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
 def repeated_shape(shape: Sequence, factors: Sequence[int]) -> list:
     n = len(factors)
     return [*shape[:-n], *(s * k for s, k in zip(shape[-n:], factors))]
@@ -49,7 +45,7 @@ def _repeat_views(input: Tensor, factors: Sequence[int]) -> Tensor:
 
 def _sum_repeats_views(grad_output: Tensor, factors: Sequence[int]) -> Tensor:
     """``repeats.sum_repeats`` term by term in eager's order (window rows, then columns)."""
-    g = grad_output.to(accumulation_dtype(grad_output.dtype))
+    g = grad_output.to(repeats.accumulation_dtype(grad_output.dtype))
     n = len(factors)
     lead = [slice(None)] * (g.dim() - n)
     windows = g.reshape(repeats.window_shape(g.shape, factors))

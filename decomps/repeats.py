@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 from torch import Tensor
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Sums of float16 / bfloat16 accumulate in float32 and round once, as eager's opmath."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def repeat(x: Tensor, factors: Sequence[int]) -> Tensor:

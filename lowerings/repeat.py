@@ -173,7 +173,8 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
     from torch._inductor import ir
     from torch._inductor.virtualized import ops
 
-    from decomps.repeat_kernels import TRITON_BACKWARD_DTYPES, accumulation_dtype, summed_shape
+    from decomps.repeat_kernels import TRITON_BACKWARD_DTYPES, summed_shape
+    from decomps.repeats import accumulation_dtype
 
     out_size = summed_shape(list(grad_output.get_size()), factors)
     dtype = grad_output.get_dtype()

@@ -76,5 +76,11 @@ class TestIndexPatterns(TestCase):
                     index_patterns.static_window_pattern, index_patterns.symbolic_window_pattern, 100)
 
 
+def test_repeat_factors():
+    Pattern = index_patterns.Pattern
+    patterns = [Pattern("repeat", 3), Pattern("identity"), Pattern("stride", 2, 1), Pattern("repeat", 2)]
+    assert index_patterns.repeat_factors(patterns) == [3, 1, 1, 2]
+
+
 if __name__ == "__main__":
     run_tests()
