@@ -5,7 +5,8 @@ Both kernels work on rows: an output row of the forward is one input row, each e
 columns per element. Rows are whole vectors, so both read and write with contiguous vector
 accesses: the forward loads ``BLOCK_W / KW`` inputs and duplicates them with ``tl.interleave``,
 the backward loads ``BLOCK_W * KW`` gradients and splits them into their ``KW`` columns with
-``tl.split``. The only division by a size is one per row. On an H200 (x2, (8, 256, 128, 128)
+``tl.split``. Divisions by sizes happen once per row. The forward also writes into a slice of
+a larger output (``lowerings.repeat.cat``: a cat's input, copied with factors 1). On an H200 (x2, (8, 256, 128, 128)
 bf16, ``do_bench``): forward 85 us and backward 84 us, where Inductor's kernels take 98 and 94 us
 with dynamic shapes (82 and 91 static); the copy floor is 79 us each (docs/findings.md, finding 7).
 
@@ -29,11 +30,13 @@ MAX_BLOCK_W = 512
 
 @triton.jit
 def repeat_rows(
-    in_ptr, out_ptr, rows, h_in, h_out, w_in, w_out,
+    in_ptr, out_ptr, rows, h_in, h_out, w_in, w_out, block_rows, block_stride, out_offset,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     ROWS: tl.constexpr, BLOCK_W: tl.constexpr,
 ):
-    # rows: N * C * [D_out *] H_out output rows of w_out elements.
+    # rows: N * C * [D_out *] H_out output rows of w_out elements. Output row r starts at
+    # out_offset + (r // block_rows) * block_stride + (r % block_rows) * w_out: its own tensor
+    # (block_rows = rows) or a slice of a cat's output (block_rows rows per block of the cat).
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
     plane = r // h_out  # (n, c[, d_out]) of the row
     source = (plane // KD) * h_in + (r - plane * h_out) // KH
@@ -44,7 +47,9 @@ def repeat_rows(
     if KW == 4:
         v = tl.interleave(v, v)
     w = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
-    tl.store(out_ptr + (r * w_out + w), v, (r < rows) & (w < w_out))
+    block = r // block_rows
+    start = out_offset + block * block_stride + (r - block * block_rows) * w_out
+    tl.store(out_ptr + (start + w), v, (r < rows) & (w < w_out))
 
 
 @triton.jit
@@ -100,7 +105,8 @@ def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int,
     config = launch_config(w_out, factors, kernel is repeat_rows)
     per_row = config["BLOCK_W"] * (1 if kernel is repeat_rows else config["KW"])
     grid = (triton.cdiv(rows, config["ROWS"]), math.ceil(w_out / per_row))
-    kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, **config, num_warps=4)
+    own_tensor = (rows, 0, 0) if kernel is repeat_rows else ()  # block_rows, block_stride, out_offset
+    kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, *own_tensor, **config, num_warps=4)
 
 
 def repeat(x: Tensor, out: Tensor, factors: Sequence[int]) -> Tensor:

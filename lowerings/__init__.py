@@ -84,7 +84,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     undo = [
         swap_entries(decomposition.decompositions, decompositions),
         swap_entries(lowering.lowerings, dict.fromkeys(STOCK_LOWERED)),
-        swap_entries(lowering.lowerings, repeat.lowerings()),
+        swap_entries(lowering.lowerings, repeat.lowerings(lowering.lowerings)),
     ]
     if not missing_codegen_hooks():
         undo += [divisibility.install(), package_kernels.install()]

@@ -1,5 +1,6 @@
 """lowerings.repeat: a repeat op runs its own kernel as an extern call where nothing would fuse
-with it, and lowers to generated code elsewhere; the result is eager's either way.
+with it, and lowers to generated code elsewhere; a cat of a repeat and buffers is written by the
+Triton kernels on CUDA (``lowerings.repeat.cat``); the result is eager's either way.
 
 On CPU the op's kernel is the views (the decompositions take the op on CUDA only:
 ``kernel_choice.REPEAT_KERNEL_DEVICES``, patched here to reach the lowering on every device).
@@ -7,6 +8,7 @@ On CPU the op's kernel is the views (the decompositions take the op on CUDA only
 
 from __future__ import annotations
 
+import re
 from unittest import mock
 
 import torch
@@ -36,17 +38,19 @@ CONV_WEIGHT = {}
 
 
 def _conv(y):
-    weight = CONV_WEIGHT.setdefault((y.device, y.dtype), torch.ones(3, 3, 1, 1, device=y.device, dtype=y.dtype))
+    key = (y.device, y.dtype, y.shape[1])
+    weight = CONV_WEIGHT.setdefault(key, torch.ones(3, y.shape[1], 1, 1, device=y.device, dtype=y.dtype))
     return F.conv2d(y, weight)
 
 
-# name: (fn, runs the op's kernel?)
+# name: (fn, device types where the op's kernel runs)
 SITES = {
-    "alone": (lambda x, b: up(x), True),
-    "into a convolution": (lambda x, b: _conv(up(x)), True),
-    "fpn merge": (lambda x, b: b + up(x), False),
-    "after a relu": (lambda x, b: up(x.relu()), False),
-    "unet skip cat": (lambda x, b: torch.cat([b, up(x)], 1), False),
+    "alone": (lambda x, b: up(x), ("cpu", "cuda")),
+    "into a convolution": (lambda x, b: _conv(up(x)), ("cpu", "cuda")),
+    "fpn merge": (lambda x, b: b + up(x), ()),
+    "after a relu": (lambda x, b: up(x.relu()), ()),
+    # the Triton kernel writes into its slice of the cat (lowerings.repeat.cat)
+    "unet skip cat": (lambda x, b: torch.cat([b, up(x)], 1), ("cuda",)),
 }
 
 
@@ -67,16 +71,16 @@ class TestRepeatLowering(TestCase):
     @parametrize("dynamic", [False, True])
     @parametrize("site", list(SITES))
     def test_forward_site(self, device, site, dynamic):
-        fn, runs_kernel = SITES[site]
+        fn, devices = SITES[site]
         x = torch.randn(2, 3, 8, 16, device=device)
         b = torch.randn(2, 3, 16, 32, device=device)
         out, code = _compiled_code(fn, dynamic, x, b)
         expected = fn(x, b)
         self.assertTrue(torch.equal(out, expected))
         self.assertEqual(out.stride(), expected.stride())
-        self.assertEqual(_runs(FORWARD, code), runs_kernel, code)
-        if site == "unet skip cat" and torch.device(device).type == "cuda":
-            # the repeat writes into its slice of the cat: no kernel selects between inputs
+        self.assertEqual(_runs(FORWARD, code), torch.device(device).type in devices, code)
+        if site == "unet skip cat":
+            # the repeat is written into its slice of the cat: no kernel selects between inputs
             self.assertNotIn("tl.where", code)
 
     @parametrize("dynamic", [False, True])
@@ -120,7 +124,78 @@ class TestRepeatLowering(TestCase):
             decomps.install()
 
 
+# name: (fn of (x, b, c), inputs the Triton kernels write on CUDA; 0: Inductor's cat)
+CATS = {
+    "channels": (lambda x, b, c: torch.cat([b, up(x)], 1), 2),
+    "repeat first": (lambda x, b, c: torch.cat([up(x), b], 1), 2),
+    "three inputs": (lambda x, b, c: torch.cat([b, up(x), c], 1), 3),
+    "batch": (lambda x, b, c: torch.cat([up(x), b], 0), 2),
+    "rows": (lambda x, b, c: torch.cat([up(x), b], 2), 2),
+    "columns": (lambda x, b, c: torch.cat([up(x), b], -1), 2),
+    "into a convolution": (lambda x, b, c: _conv(torch.cat([b, up(x)], 1)), 2),
+    "repeat of a product": (lambda x, b, c: torch.cat([up(x), up(x * 2)], 1), 0),
+    "skip from a relu": (lambda x, b, c: torch.cat([b.relu(), up(x)], 1), 0),
+    "channels_last skip": (lambda x, b, c: torch.cat([b.contiguous(memory_format=torch.channels_last), up(x)], 1),
+                           0),
+    "other dtype": (lambda x, b, c: torch.cat([b.double(), up(x)], 1), 0),
+    "into a relu": (lambda x, b, c: torch.cat([b, up(x)], 1).relu(), 0),
+}
+# the other input of each cat, when not (2, 3, 16, 32)
+OTHER_SHAPES = {"batch": (3, 3, 16, 32), "rows": (2, 3, 7, 32), "columns": (2, 3, 16, 9)}
+
+
+class TestRepeatCat(TestCase):
+    """CUDA: a cat of a repeat op and buffers is written by the Triton kernels, one per input
+    (lowerings.repeat.cat); every other cat is Inductor's, with the same values."""
+
+    def setUp(self):
+        super().setUp()
+        devices = mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu", "cuda"))
+        devices.start()
+        self.addCleanup(devices.stop)
+
+    @parametrize("dynamic", [False, True])
+    @parametrize("case", list(CATS))
+    def test_cat(self, device, case, dynamic):
+        fn, written = CATS[case]
+        x = torch.randn(2, 3, 8, 16, device=device, dtype=torch.bfloat16)
+        b = torch.randn(OTHER_SHAPES.get(case, (2, 3, 16, 32)), device=device, dtype=torch.bfloat16)
+        c = torch.randn(2, 5, 16, 32, device=device, dtype=torch.bfloat16)
+        out, code = _compiled_code(fn, dynamic, x, b, c)
+        expected = fn(x, b, c)
+        self.assertTrue(torch.equal(out, expected))
+        self.assertEqual(out.stride(), expected.stride())
+        # one launch of repeat_rows per input of the cat (a row copy for the buffers)
+        launches = len(re.findall(r"repeat_rows\w*\.run\(", code))
+        self.assertEqual(launches, written if torch.device(device).type == "cuda" else 0, code)
+
+    def test_other_sizes(self, device):
+        # the slices' sizes and offsets are kernel arguments: odd sizes take the masks
+        fn = CATS["channels"][0]
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        compiled = torch.compile(fn, dynamic=True, fullgraph=True)
+        for n, c, h, w in ((2, 3, 5, 12), (3, 5, 6, 10), (4, 7, 9, 7)):
+            x = torch.randn(n, c, h, w, device=device)
+            b = torch.randn(n, c + 1, 2 * h, 2 * w, device=device)
+            self.assertTrue(torch.equal(compiled(x, b, None), fn(x, b, None)))
+        # at most one recompile, for an alignment condition (docs/design.md)
+        self.assertLessEqual(torch._dynamo.utils.counters["stats"]["unique_graphs"], 2)
+
+    def test_backward_through_the_cat(self, device):
+        x = torch.randn(2, 3, 8, 16, device=device, requires_grad=True)
+        b = torch.randn(2, 3, 16, 32, device=device, requires_grad=True)
+        g = torch.randn(2, 6, 16, 32, device=device)
+        fn = CATS["channels"][0]
+        torch._dynamo.reset()
+        actual = torch.autograd.grad(torch.compile(fn, dynamic=True, fullgraph=True)(x, b, None), (x, b), g)
+        expected = torch.autograd.grad(fn(x, b, None), (x, b), g)
+        for a, e in zip(actual, expected):
+            self.assertTrue(torch.equal(a, e))
+
+
 instantiate_device_type_tests(TestRepeatLowering, globals(), only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestRepeatCat, globals(), only_for=("cpu", "cuda"))
 
 if __name__ == "__main__":
     run_tests()
