@@ -67,17 +67,25 @@ def child_env(cache_dir: Path) -> dict[str, str]:
     return env
 
 
+def failure_message(tag: str, rc: int) -> str | None:
+    """What to report for a run's exit status (None for success). Only EXIT_NO_PACKAGE, which
+    nothing else returns, means that the PR run could not import the package."""
+    if rc == 0:
+        return None
+    if rc == EXIT_NO_PACKAGE and tag == "PR":
+        return "ERROR: the PR run could not import the 'decomps' package (see above); no PR results."
+    return f"ERROR: the {tag} run exited with status {rc} (see above)."
+
+
 def run_tag(tag: str, args: argparse.Namespace, stem: str) -> tuple[Path | None, int]:
     """One benchmark process; returns its pickle (None if it wrote none) and exit status."""
     pickle_path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
     cache_dir = args.out_dir.resolve() / f"inductor-cache-{stem}-{tag}"
     print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
     rc = subprocess.call(child_command(tag, args, pickle_path.name), cwd=REPO_ROOT, env=child_env(cache_dir))
-    if rc == EXIT_NO_PACKAGE and tag == "PR":
-        print("\nERROR: the PR run could not import the 'decomps' package (see above); no PR results.",
-              file=sys.stderr)
-    elif rc != 0:
-        print(f"\nERROR: the {tag} run exited with status {rc} (see above).", file=sys.stderr)
+    message = failure_message(tag, rc)
+    if message:
+        print(f"\n{message}", file=sys.stderr)
     return (pickle_path if pickle_path.is_file() else None), rc
 
 

@@ -5,7 +5,7 @@ A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
 ``torch.utils.benchmark`` Measurements). Runs of this harness add optional
 keys, all keyed by ``(label, sub_label, description)`` where relevant:
 ``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
-``copy_bandwidth_gbps``, ``compiled_call_overhead_us``, ``tag``, ``device``,
+``copy_bandwidth_gbps``, ``compiled_call_overhead_us``, ``compiled_step_overhead_us``, ``tag``, ``device``,
 ``dynamic``, ``repeat``, ``call_forms``, ``package``.
 
 Readers accept pickles written by the seed scripts and by other torch
@@ -42,6 +42,7 @@ class Row:
     torch_version: str | None = None
     device: str | None = None
     dynamic: bool | None = None
+    step_overhead_us: float | None = None  # compiled_step_overhead_us: the run's empty compiled fwd+bwd step
 
     @property
     def key(self) -> Key:
@@ -118,6 +119,7 @@ def to_row(measurement, payload: dict) -> Row:
     row.torch_version = payload.get("torch_version")
     row.device = payload.get("device")
     row.dynamic = payload.get("dynamic")
+    row.step_overhead_us = payload.get("compiled_step_overhead_us")
     return row
 
 

@@ -13,6 +13,15 @@ HOST_BOUND_SECONDS = 100e-6
 HOST_BOUND_MARK = "host-bound"
 
 
+def host_bound_threshold(training_step: bool, step_overhead_seconds: float | None) -> float:
+    """The eager time below which a row is host-bound: HOST_BOUND_SECONDS, or for a training step
+    (fwd+bwd) the host cost of an empty compiled fwd+bwd step where that is measured and longer:
+    no compiled step can beat eager below it."""
+    if training_step and step_overhead_seconds is not None:
+        return max(HOST_BOUND_SECONDS, step_overhead_seconds)
+    return HOST_BOUND_SECONDS
+
+
 def select_unit(seconds: float) -> tuple[str, float]:
     """The unit (and its size in seconds) that ``torch.utils.benchmark.Compare`` would pick."""
     for bound, unit, scale in UNITS:
@@ -82,6 +91,8 @@ def runs_header(runs: Sequence[Run]) -> str:
                   if k in run.extra]
         if run.extra.get("compiled_call_overhead_us") is not None:
             facts.append(f"compiled call overhead {run.extra['compiled_call_overhead_us']:.1f} us")
+        if run.extra.get("compiled_step_overhead_us") is not None:
+            facts.append(f"compiled fwd+bwd step overhead {run.extra['compiled_step_overhead_us']:.1f} us")
         if run.copy_bandwidth_gbps:
             facts.append(f"device-to-device copy {run.copy_bandwidth_gbps:.0f} GB/s")
         parts.append(f"- `{run.path.name}`: " + ", ".join(facts))

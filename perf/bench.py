@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from torch import nn
 
-from perf._tables import HOST_BOUND_SECONDS
+from perf._tables import HOST_BOUND_SECONDS, host_bound_threshold
 from perf.cases import NECK_OUT_CHANNELS, Case, min_bytes
 
 SEED = 12
@@ -25,11 +25,13 @@ GRAD_TOLERANCE = {"float32": (1e-5, 1e-5), "float16": (5e-3, 5e-3), "bfloat16": 
 # Relative L2 error allowed for the FPN neck (convolutions may pick other algorithms).
 NECK_TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2}
 REDUCE_OVERHEAD = "Compiled reduce-overhead"  # the column's description starts with this
-# The compiled call overhead row: 8 elements, so that dynamic=True traces a symbolic size
-# (sizes 0 and 1 are specialized).
+# The compiled call overhead rows: 8 elements, so that dynamic=True traces a symbolic size
+# (sizes 0 and 1 are specialized). The second row (with --backward) is an empty compiled
+# training step, timed like the fwd+bwd rows.
 OVERHEAD_LABEL = "Compiled call overhead"
 OVERHEAD_SHAPE = (8,)
 OVERHEAD_SUB_LABEL = f"Input {OVERHEAD_SHAPE}, torch.float32 | fn: x + 1"
+STEP_OVERHEAD_SUB_LABEL = f"Input {OVERHEAD_SHAPE}, torch.float32 | fn: x * 2, fwd+bwd"
 
 
 @dataclass
@@ -142,9 +144,15 @@ def _fused_workload(case: Case, dtype, memory_format) -> Workload:
     def unet_skip(skip, x):
         return torch.cat([skip, F.interpolate(x, scale_factor=2.0, mode=mode)], 1)
 
+    forward = fpn_merge if case.kind == "fpn_merge" else unet_skip
     full_res = _random((*case.shape[:2], *case.osize), dtype, case.device, memory_format)
     low_res = _random(case.shape, dtype, case.device, memory_format)
-    return Workload(fpn_merge if case.kind == "fpn_merge" else unet_skip, (full_res, low_res))
+    if not case.backward:
+        return Workload(forward, (full_res, low_res))
+    inputs = (full_res.requires_grad_(True), low_res.requires_grad_(True))
+    with torch.no_grad():
+        grad_output = torch.randn_like(forward(*inputs))
+    return Workload(forward, inputs, wrt=inputs, grad_outputs=(grad_output,), check="allclose")
 
 
 def _neck_workload(case: Case, dtype, memory_format) -> Workload:
@@ -213,10 +221,18 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def wants_reduce_overhead(device: str, eager_seconds: float) -> bool:
-    """Whether a row also gets a ``mode="reduce-overhead"`` column: host-bound rows, CUDA only
-    (CUDA graphs replay a whole call without its host cost)."""
-    return device == "cuda" and eager_seconds < HOST_BOUND_SECONDS
+def wants_reduce_overhead(device: str, eager_seconds: float, host_bound_seconds: float = HOST_BOUND_SECONDS) -> bool:
+    """Whether a row also gets a ``mode="reduce-overhead"`` column: host-bound rows (eager below
+    ``host_bound_seconds``, see ``workload_host_bound_seconds``), CUDA only (CUDA graphs replay a
+    whole call without its host cost)."""
+    return device == "cuda" and eager_seconds < host_bound_seconds
+
+
+def workload_host_bound_seconds(work: Workload, step_overhead_seconds: float | None) -> float:
+    """The host-bound threshold of a workload: 100 us, or for a fwd+bwd one the run's empty compiled
+    step (``step_overhead_seconds``, None when not measured) where that is longer; the tables'
+    ``host-bound`` note uses the same rule."""
+    return host_bound_threshold(bool(work.wrt), step_overhead_seconds)
 
 
 def pick_best(measurements: list) -> tuple:
@@ -227,13 +243,15 @@ def pick_best(measurements: list) -> tuple:
 
 
 def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
-                  dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1) -> CaseResult:
+                  dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1,
+                  step_overhead_seconds: float | None = None) -> CaseResult:
     """Check each compiled column against eager once, then time all columns in ``repeat`` rounds.
 
     Each round times every column once (``blocked_autorange``), so that a slow spell of a noisy
     machine hits every column alike; the result keeps each column's lowest median. A host-bound
-    row on CUDA (``wants_reduce_overhead``, decided on the first round's eager time) gets a
-    ``mode="reduce-overhead"`` column, timed from the first round on.
+    row on CUDA (``wants_reduce_overhead``, decided on the first round's eager time against
+    ``workload_host_bound_seconds``) gets a ``mode="reduce-overhead"`` column, timed from the
+    first round on. ``step_overhead_seconds``: the run's empty compiled fwd+bwd step, if measured.
     """
     torch._dynamo.reset()
     eager = work.runner(work.forward)
@@ -262,10 +280,11 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
                        num_threads)
         rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
 
+    host_bound_seconds = workload_host_bound_seconds(work, step_overhead_seconds)
     for i in range(repeat):
         for kind in list(columns):
             time_column(kind)
-        if i == 0 and wants_reduce_overhead(device, rounds["Eager"][0].median):
+        if i == 0 and wants_reduce_overhead(device, rounds["Eager"][0].median, host_bound_seconds):
             columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, calls=3, mode="reduce-overhead")
             rounds[REDUCE_OVERHEAD] = []
             time_column(REDUCE_OVERHEAD)
@@ -277,11 +296,13 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
 
 
 def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
-             copy_gbps: float | None = None, repeat: int = 1) -> CaseResult:
+             copy_gbps: float | None = None, repeat: int = 1,
+             step_overhead_seconds: float | None = None) -> CaseResult:
     """Check compiled against eager once, then time every column (compile time excluded)."""
     work = build_workload(case)
     result = time_workload(work, case.label, case.sub_label, case.dtype, case.device, tag, dynamic=dynamic,
-                           num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
+                           num_threads=num_threads, min_run_time=min_run_time, repeat=repeat,
+                           step_overhead_seconds=step_overhead_seconds)
     result.roofline = _roofline(case, result.measurements, copy_gbps)
     return result
 
@@ -295,6 +316,22 @@ def measure_call_overhead(device: str, tag: str, *, dynamic: bool, num_threads: 
 
     work = Workload(add_one, (torch.zeros(OVERHEAD_SHAPE, device=device),))
     return time_workload(work, f"{OVERHEAD_LABEL}, {device}", OVERHEAD_SUB_LABEL, "float32", device, tag,
+                         dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
+
+
+def measure_step_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+                          repeat: int = 1) -> CaseResult:
+    """The host cost of one compiled training step: ``torch.autograd.grad(compiled(x), x, g)`` of a
+    one-op graph (``x * 2``), eager vs compiled; fwd+bwd rows faster than it in eager cannot be
+    won by a compiled call."""
+
+    def double(x):
+        return x * 2
+
+    x = torch.zeros(OVERHEAD_SHAPE, device=device, requires_grad=True)
+    grad_output = torch.ones(OVERHEAD_SHAPE, device=device)
+    work = Workload(double, (x,), wrt=(x,), grad_outputs=(grad_output,), check="allclose")
+    return time_workload(work, f"{OVERHEAD_LABEL}, {device}", STEP_OVERHEAD_SUB_LABEL, "float32", device, tag,
                          dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
 
 

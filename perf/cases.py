@@ -7,8 +7,8 @@ can be built, listed and tested without paying for a torch import.
 Case kinds:
 
 * ``interp``: ``F.interpolate`` alone (1d, 2d, 3d), forward or forward+backward.
-* ``fpn_merge``: ``lateral + F.interpolate(top, scale_factor=2)``.
-* ``unet_skip``: ``torch.cat([skip, F.interpolate(x, scale_factor=2)], 1)``.
+* ``fpn_merge``: ``lateral + F.interpolate(top, scale_factor=2)``, forward or forward+backward.
+* ``unet_skip``: ``torch.cat([skip, F.interpolate(x, scale_factor=2)], 1)``, forward or forward+backward.
 * ``fpn_neck``: one training step (forward + backward) of a 4-level FPN neck.
 
 Call forms of the ``interp`` rows called with ``size`` (the seed's rows), as ``torch.compile(...,
@@ -32,6 +32,8 @@ KINDS = ("interp", "fpn_merge", "unet_skip", "fpn_neck")
 CALL_FORMS = ("symbolic", "literal")
 ELEMENT_SIZE = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4}
 FLOAT_DTYPES = ("float16", "bfloat16", "float32")
+FUSED_KINDS = ("fpn_merge", "unet_skip")
+TRAINING_STEP = "fwd+bwd"  # in the label of every row that times forward + backward
 
 CONTIGUOUS = "contiguous_format"
 CHANNELS_LAST = {1: CONTIGUOUS, 2: "channels_last", 3: "channels_last_3d"}
@@ -80,11 +82,12 @@ class Case:
 
     @property
     def label(self) -> str:
+        step = f" {TRAINING_STEP}" if self.backward else ""
         if self.kind == "interp":
-            return f"Interpolate{' fwd+bwd' if self.backward else ''}, {self.device}"
+            return f"Interpolate{step}, {self.device}"
         if self.kind == "fpn_neck":
-            return f"FPN neck fwd+bwd, {self.device}"
-        return f"Interpolate fused consumer, {self.device}"
+            return f"FPN neck {TRAINING_STEP}, {self.device}"
+        return f"Interpolate fused consumer{step}, {self.device}"
 
     @property
     def sub_label(self) -> str:
@@ -133,13 +136,19 @@ class Case:
         return tuple((n, c << i, h >> i, w >> i) for i in range(NECK_LEVELS))
 
 
+def is_training_step(label: str) -> bool:
+    """Whether a row of this label (``Case.label``) times forward + backward: the fwd+bwd rows
+    and the FPN neck."""
+    return TRAINING_STEP in label
+
+
 def min_bytes(case: Case) -> int | None:
     """Minimal bytes the op must move (the roofline's numerator), or None for model rows.
 
     Forward: input elements actually read (along a downsampled dim only the
     sampled rows/cols) + output written. Backward: grad_output read +
     grad_input written; a fwd+bwd row counts both. Fused rows: every input
-    read once + the output written once.
+    read once + the output written once; their fwd+bwd rows count it twice (below).
     """
     if case.kind == "fpn_neck":
         return None
@@ -147,10 +156,12 @@ def min_bytes(case: Case) -> int | None:
     insize, osize = case.shape[2:], case.osize
     in_numel, out_numel = n * c * math.prod(insize), n * c * math.prod(osize)
     esize = ELEMENT_SIZE[case.dtype]
-    if case.kind == "fpn_merge":
-        return esize * (in_numel + 2 * out_numel)
-    if case.kind == "unet_skip":
-        return esize * (in_numel + out_numel + 2 * out_numel)
+    if case.kind in FUSED_KINDS:
+        # Inputs: the low-resolution one and the full-resolution lateral / skip.
+        forward = esize * (in_numel + out_numel + math.prod(case.output_shape))
+        # The backward reads grad_output (the output's size) and writes one grad per input (the
+        # inputs' sizes): the forward's bytes again.
+        return 2 * forward if case.backward else forward
     read = n * c * math.prod(min(i, o) for i, o in zip(insize, osize))
     forward = esize * (read + out_numel)
     return forward + esize * (out_numel + in_numel) if case.backward else forward
@@ -199,7 +210,7 @@ def _fused_cases(device: str, modes) -> list[Case]:
     top = FUSED_TOP_SHAPE[device]
     return [
         Case(kind, device, top, "bfloat16", fmt, mode, osize=scaled_size(top[2:], 2), scale_factor=2.0)
-        for kind, fmt, mode in product(("fpn_merge", "unet_skip"), _layouts(top), modes)
+        for kind, fmt, mode in product(FUSED_KINDS, _layouts(top), modes)
     ]
 
 
@@ -243,7 +254,7 @@ def make_cases(device: str, quick: bool = False, modes=MODES, backward: bool = F
 
     ``quick`` keeps a small subset of the full matrix (on CPU it finishes in a
     few minutes on 2 cores, both tags and compile time included). ``backward``
-    adds a fwd+bwd row for every floating-point ``interp`` row. ``call_forms``
+    adds a fwd+bwd row for every floating-point ``interp`` and fused row. ``call_forms``
     selects the forms of the rows called with ``size``; the other rows have one form.
     """
     _check_options(device, modes, call_forms)
@@ -258,4 +269,5 @@ def make_cases(device: str, quick: bool = False, modes=MODES, backward: bool = F
         fused = _fused_cases(device, modes)
         neck = _neck_cases(device, modes)
     backward_rows = [replace(c, backward=True) for c in forward if backward and c.dtype in FLOAT_DTYPES]
-    return forward + backward_rows + fused + neck
+    fused_backward = [replace(c, backward=True) for c in fused if backward and c.dtype in FLOAT_DTYPES]
+    return forward + backward_rows + fused + fused_backward + neck

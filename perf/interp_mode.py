@@ -9,8 +9,10 @@ from eager or any case fails (the pickle is written anyway). The pickle is
 rewritten after every case, so a run stopped early keeps the cases it finished.
 
 Before the cases, a "Compiled call overhead" row times a one-op graph (``x + 1``) with the
-same ``dynamic``: the host cost of a compiled call. ``--repeat N`` times each case's columns
-in N interleaved rounds and keeps each column's lowest median.
+same ``dynamic``: the host cost of a compiled call. With ``--backward`` a second row times an
+empty compiled training step (``x * 2``, fwd+bwd); fwd+bwd rows whose eager time is below it
+count as host-bound. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
+each column's lowest median.
 
 Each run must use its own Inductor cache: if ``TORCHINDUCTOR_CACHE_DIR`` is
 not set, a fresh temporary one is created before torch is imported.
@@ -34,8 +36,10 @@ from perf.cases import CALL_FORMS, MODES, make_cases  # torch-free: safe before 
 
 PACKAGE = "decomps"
 TAGS = ("PR", "Nightly")
-EXIT_NO_PACKAGE = 2
+# Exit statuses: 1 is Python's for an uncaught exception or SystemExit(message), 2 argparse's
+# for a usage error, so a failed `import decomps` gets one that nothing else returns.
 EXIT_PROBLEMS = 3
+EXIT_NO_PACKAGE = 4
 QUICK_MIN_RUN_TIME = 0.25
 DEFAULT_MIN_RUN_TIME = 2.0
 COPY_MIN_RUN_TIME = 1.0
@@ -182,6 +186,7 @@ class Collected:
     spread: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)
     compiled_call_overhead_us: float | None = None
+    compiled_step_overhead_us: float | None = None
 
     def add(self, result) -> None:
         self.test_results += result.measurements
@@ -197,36 +202,57 @@ class Collected:
     def add_call_overhead(self, result) -> None:
         """The overhead row, and the compiled call's median (us) as ``compiled_call_overhead_us``."""
         self.add(result)
-        compiled = next(m for m in result.measurements if m.task_spec.description.startswith("Compiled ("))
-        self.compiled_call_overhead_us = compiled.median * 1e6
+        self.compiled_call_overhead_us = _compiled_median_us(result)
+
+    def add_step_overhead(self, result) -> None:
+        """The fwd+bwd overhead row, and the compiled step's median (us) as ``compiled_step_overhead_us``."""
+        self.add(result)
+        self.compiled_step_overhead_us = _compiled_median_us(result)
+
+    def step_overhead_seconds(self) -> float | None:
+        return None if self.compiled_step_overhead_us is None else self.compiled_step_overhead_us * 1e-6
 
     def pickle_keys(self) -> dict:
         return {"roofline": self.roofline, "mismatches": self.mismatches, "errors": self.errors,
                 "compile_seconds": self.compile_seconds, "spread": self.spread,
-                "compiled_call_overhead_us": self.compiled_call_overhead_us}
+                "compiled_call_overhead_us": self.compiled_call_overhead_us,
+                "compiled_step_overhead_us": self.compiled_step_overhead_us}
 
 
-def measure_call_overhead(args, device: str, min_run_time: float, collected: Collected) -> None:
-    """The "Compiled call overhead" row, timed like a case; a failure is recorded, not raised."""
+def _compiled_median_us(result) -> float:
+    """The median (us) of the Compiled column (not the reduce-overhead one) of an overhead row."""
+    compiled = next(m for m in result.measurements if m.task_spec.description.startswith("Compiled ("))
+    return compiled.median * 1e6
+
+
+def measure_overheads(args, device: str, min_run_time: float, collected: Collected) -> None:
+    """The "Compiled call overhead" rows, timed like a case: a compiled call, and with
+    ``--backward`` an empty compiled fwd+bwd step. A failure is recorded, not raised."""
     from perf import bench
 
-    try:
-        result = bench.measure_call_overhead(device, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
-                                             min_run_time=min_run_time, repeat=args.repeat)
-    except Exception as e:
-        traceback.print_exc()
-        collected.errors.append(f"{bench.OVERHEAD_LABEL}: {type(e).__name__}: {short_message(e)}")
-        return
-    collected.add_call_overhead(result)
-    print(f"{bench.OVERHEAD_LABEL} ({bench.OVERHEAD_SUB_LABEL}): {summarize(result)}", flush=True)
+    rows = [(bench.OVERHEAD_SUB_LABEL, bench.measure_call_overhead, collected.add_call_overhead)]
+    if args.backward:
+        rows.append((bench.STEP_OVERHEAD_SUB_LABEL, bench.measure_step_overhead, collected.add_step_overhead))
+    for sub_label, measure, add in rows:
+        try:
+            result = measure(device, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
+                             min_run_time=min_run_time, repeat=args.repeat)
+        except Exception as e:
+            traceback.print_exc()
+            collected.errors.append(f"{bench.OVERHEAD_LABEL} ({sub_label}): {type(e).__name__}: {short_message(e)}")
+            continue
+        add(result)
+        print(f"{bench.OVERHEAD_LABEL} ({sub_label}): {summarize(result)}", flush=True)
 
 
 def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None,
-              save=lambda collected: None, collected: Collected | None = None) -> Collected:
+              save=lambda collected: None, collected: Collected | None = None,
+              step_overhead_seconds: float | None = None) -> Collected:
     """Run every case, printing one progress line each; failures are recorded, not raised.
 
     ``save(collected)`` runs after each case, so that a run stopped early (a time limit) keeps the
-    cases it finished.
+    cases it finished. ``step_overhead_seconds`` (the run's empty compiled fwd+bwd step, None if
+    not measured) is the host-bound threshold of fwd+bwd rows (``bench.workload_host_bound_seconds``).
     """
     import torch
 
@@ -237,7 +263,8 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
     for i, case in enumerate(cases, 1):
         try:
             result = bench.run_case(case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
-                                    min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat)
+                                    min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
+                                    step_overhead_seconds=step_overhead_seconds)
         except Exception as e:
             traceback.print_exc()
             error = f"{type(e).__name__}: {short_message(e)}"
@@ -305,8 +332,9 @@ def run(args) -> int:
                  copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
 
     collected = Collected()
-    measure_call_overhead(args, device, min_run_time, collected)
-    collected = run_cases(cases, args, device, min_run_time, copy_gbps, save, collected)
+    measure_overheads(args, device, min_run_time, collected)
+    collected = run_cases(cases, args, device, min_run_time, copy_gbps, save, collected,
+                          step_overhead_seconds=collected.step_overhead_seconds())
     if args.tag == "Nightly":
         assert_package_absent()
     save(collected)

@@ -6,8 +6,9 @@
 Each ``--compare "A;B[;name]"`` (repeatable) names two columns by regular
 expression (matched against the whole description) within the same row
 (same label and sub_label); the speed-up is time(B) / time(A), so > 1 means
-A is faster. Rows whose eager time is below 100 us get the note ``host-bound``.
-Refuses to overwrite an existing OUT.md.
+A is faster. Rows whose eager time is below 100 us get the note ``host-bound``; fwd+bwd rows
+also where it is below the empty compiled fwd+bwd step of the pickles (``compiled_step_overhead_us``,
+see ``host_bound_seconds``). Refuses to overwrite an existing OUT.md.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from perf._tables import (
     MISMATCH_MARK,
     format_cell,
     group_by_label,
+    host_bound_threshold,
     markdown_table,
     ordered_unique,
     problems_section,
@@ -33,6 +35,7 @@ from perf._tables import (
     select_unit,
     time_notes,
 )
+from perf.cases import is_training_step
 from perf.results_table import merged_rows
 
 # "Compiled \(": not the "Compiled reduce-overhead (...)" columns of host-bound CUDA rows.
@@ -77,7 +80,8 @@ class SpeedupRow:
     columns: dict[str, Row] = field(default_factory=dict)  # matched columns, by description
     ratios: dict[str, float] = field(default_factory=dict)  # by spec name
     flagged: set[str] = field(default_factory=set)  # spec names computed from a mismatched cell
-    host_bound: bool = False  # an Eager column of the row (any pickle) is below HOST_BOUND_SECONDS
+    host_bound: bool = False  # an Eager column of the row (any pickle) is below host_bound_seconds
+    host_bound_seconds: float = HOST_BOUND_SECONDS  # the threshold that applies to this row
 
 
 def _match_one(pattern: str, rows: Sequence[Row]) -> Row | None:
@@ -88,15 +92,35 @@ def _match_one(pattern: str, rows: Sequence[Row]) -> Row | None:
     return matches[0] if matches else None
 
 
+def host_bound_seconds(label: str, rows: Sequence[Row]) -> float:
+    """The eager time below which a row of ``label`` is host-bound, given all the rows compared
+    (each carries its run's ``compiled_step_overhead_us``): 100 us, or for a fwd+bwd label the
+    largest empty compiled fwd+bwd step of those runs where that is longer."""
+    steps = [r.step_overhead_us for r in rows if r.step_overhead_us is not None]
+    return host_bound_threshold(is_training_step(label), max(steps) * 1e-6 if steps else None)
+
+
+def host_bound_note(seconds: float) -> str:
+    """The sentence under a table that says what ``host-bound`` means there (``seconds``: the
+    threshold of its rows)."""
+    note = f"{HOST_BOUND_MARK}: an eager time of the row (of any pickle) is below {HOST_BOUND_SECONDS * 1e6:.0f} us"
+    if seconds > HOST_BOUND_SECONDS:
+        note += (f", or for fwd+bwd rows below the empty compiled step ({seconds * 1e6:.0f} us, the Compiled "
+                 "call overhead fwd+bwd row; the largest of the pickles)")
+    return note + ", where the host cost of a compiled call (the Compiled call overhead rows) decides."
+
+
 def compute_speedups(rows: Sequence[Row], specs: Sequence[Spec]) -> list[SpeedupRow]:
     """One SpeedupRow per (label, sub_label) in which at least one spec matched both columns."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((row.label, row.sub_label), []).append(row)
+    thresholds = {label: host_bound_seconds(label, rows) for label, _ in groups}
     result = []
     for (label, sub_label), group in groups.items():
-        out = SpeedupRow(label, sub_label)
-        out.host_bound = any(r.description.startswith("Eager") and r.median < HOST_BOUND_SECONDS for r in group)
+        out = SpeedupRow(label, sub_label, host_bound_seconds=thresholds[label])
+        out.host_bound = any(r.description.startswith("Eager") and r.median < out.host_bound_seconds
+                             for r in group)
         for spec in specs:
             first, second = _match_one(spec.first, group), _match_one(spec.second, group)
             if first is None or second is None:
@@ -129,9 +153,7 @@ def render_label(label: str, rows: Sequence[SpeedupRow], spec_names: Sequence[st
         header.append("note")
         for r, cells in zip(rows, body):
             cells.append(HOST_BOUND_MARK if r.host_bound else "")
-        note += (f" {HOST_BOUND_MARK}: an eager time of the row (of any pickle) is below "
-                 f"{HOST_BOUND_SECONDS * 1e6:.0f} us, where the host cost of a compiled call (the Compiled "
-                 "call overhead row) decides.")
+        note += " " + host_bound_note(max(r.host_bound_seconds for r in rows))  # one per label
     return f"### {label}\n\n" + markdown_table(header, body) + f"\n{note}\n"
 
 

@@ -1,6 +1,7 @@
 """The case matrix: pure, valid, and buildable (on the meta device for CUDA shapes)."""
 
 import math
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -9,7 +10,17 @@ import torch
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from perf.bench import build_workload, compare_results
-from perf.cases import CALL_FORMS, FLOAT_DTYPES, MODES, Case, make_cases, min_bytes, scaled_size
+from perf.cases import (
+    CALL_FORMS,
+    FLOAT_DTYPES,
+    FUSED_KINDS,
+    MODES,
+    Case,
+    is_training_step,
+    make_cases,
+    min_bytes,
+    scaled_size,
+)
 
 
 def _all_option_combinations():
@@ -151,6 +162,17 @@ def test_min_bytes_counts_only_sampled_input_and_the_output():
     assert min_bytes(Case("fpn_neck", "cuda", (1, 64, 32, 32), "float32")) is None
 
 
+def test_min_bytes_of_fused_fwd_bwd_rows_add_the_backward():
+    """Backward: grad_output read (the output) + a grad written per input (the inputs)."""
+    merge = Case("fpn_merge", "cuda", (2, 4, 8, 8), "bfloat16", osize=(16, 16), scale_factor=2.0, backward=True)
+    top, lateral = 2 * 4 * 64, 2 * 4 * 256
+    forward = 2 * (top + lateral + lateral)  # top and lateral read, output written
+    assert min_bytes(merge) == forward + 2 * (lateral + lateral + top)  # grad_output read, both grads written
+    skip = replace(merge, kind="unet_skip")
+    out = 2 * 4 * 2 * 256  # cat doubles the channels
+    assert min_bytes(skip) == 2 * (top + lateral + out) + 2 * (out + lateral + top)
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_case_builds_and_runs_on_meta(device):
     for case in make_cases(device, backward=True):
@@ -158,11 +180,53 @@ def test_every_case_builds_and_runs_on_meta(device):
         outputs = work.runner(work.forward)(*work.args)
         if case.kind == "fpn_neck":
             assert len(outputs) == len(work.wrt)  # grads for every parameter and input level
+        elif case.backward and case.kind in FUSED_KINDS:  # grads of the full-resolution input and of top
+            assert [g.shape for g in outputs] == [(*case.shape[:2], *case.osize), case.shape]
         elif case.backward:
             assert outputs[0].shape == case.shape
         else:
             assert outputs.shape == case.output_shape
             assert outputs.dtype == getattr(torch, case.dtype)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("quick", [True, False])
+def test_fused_rows_get_fwd_bwd_twins_with_backward(device, quick):
+    forward = [c for c in make_cases(device, quick=quick) if c.kind in FUSED_KINDS]
+    cases = make_cases(device, quick=quick, backward=True)
+    fused_bwd = [c for c in cases if c.kind in FUSED_KINDS and c.backward]
+    assert forward and fused_bwd == [replace(c, backward=True) for c in forward if c.dtype in FLOAT_DTYPES]
+    for c in fused_bwd:
+        assert c.label == f"Interpolate fused consumer fwd+bwd, {device}"
+        assert c.name.startswith(f"{c.kind}+bwd {c.mode} ")
+    if quick and device == "cpu":  # the quick CPU run keeps its one fused row, now also fwd+bwd
+        assert {(c.kind, c.memory_format) for c in fused_bwd} == {("fpn_merge", "contiguous_format")}
+    filtered = [c for c in cases if re.search(r"fpn_merge\+bwd", c.name)]  # as --filter matches
+    assert filtered == [c for c in fused_bwd if c.kind == "fpn_merge"]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_training_step_labels(device):
+    """The labels of the rows that time forward + backward say so (the speed-up table's rule)."""
+    cases = make_cases(device, backward=True)
+    assert {is_training_step(c.label) for c in cases} == {True, False}
+    for c in cases:
+        assert is_training_step(c.label) == (c.backward or c.kind == "fpn_neck"), c.label
+
+
+def test_fused_fwd_bwd_workload_differentiates_both_inputs():
+    case = Case("fpn_merge", "cpu", (1, 2, 4, 4), "bfloat16", osize=(8, 8), scale_factor=2.0, backward=True)
+    for kind in FUSED_KINDS:
+        work = build_workload(replace(case, kind=kind))
+        assert work.wrt == work.args and all(x.requires_grad for x in work.args)
+        assert work.check == "allclose" and len(work.grad_outputs) == 1
+        (grad_output,) = work.grad_outputs
+        assert grad_output.shape == replace(case, kind=kind).output_shape and grad_output.std() > 0  # random
+        full_res, low_res = work.runner(work.forward)(*work.args)
+        low_part = grad_output[:, :2] if kind == "fpn_merge" else grad_output[:, 2:]
+        expected = low_part.float().unflatten(3, (4, 2)).unflatten(2, (4, 2)).sum((3, 5))  # 2x2 blocks
+        torch.testing.assert_close(full_res, grad_output[:, :2])
+        torch.testing.assert_close(low_res.float(), expected, rtol=4e-2, atol=4e-2)
 
 
 def test_quick_cpu_cases_run_eagerly():
@@ -181,3 +245,16 @@ def test_compare_results_reports_differences():
     assert compare_results(x + 1e-2, x, "allclose", "float32") is not None
     assert compare_results((x, x), (x,), "equal", "float32") is not None
     assert compare_results(x.half(), x, "equal", "float32") is not None
+
+
+def test_a_fused_fwd_bwd_row_compiles_and_matches_eager():
+    """A tiny fwd+bwd FPN merge through ``run_case``: compiled gradients within the bf16 tolerance,
+    and the roofline counts the backward's bytes."""
+    from perf import bench
+
+    case = Case("fpn_merge", "cpu", (1, 2, 4, 4), "bfloat16", osize=(8, 8), scale_factor=2.0, backward=True)
+    result = bench.run_case(case, "PR", dynamic=True, num_threads=1, min_run_time=0.01, copy_gbps=100.0)
+    assert result.problems == {}
+    assert [m.task_spec.description.split(" (")[0] for m in result.measurements] == ["Eager", "Compiled"]
+    assert {m.task_spec.label for m in result.measurements} == {"Interpolate fused consumer fwd+bwd, cpu"}
+    assert {r["bytes"] for r in result.roofline.values()} == {min_bytes(case)}

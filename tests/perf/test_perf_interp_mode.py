@@ -47,6 +47,7 @@ def test_one_case_nightly_run_end_to_end(tmp_path):
     assert overhead.task_spec.description == f"Compiled ({torch.__version__}) Nightly"
     assert payload["compiled_call_overhead_us"] == pytest.approx(overhead.median * 1e6)
     assert payload["compiled_call_overhead_us"] > 0
+    assert payload["compiled_step_overhead_us"] is None  # measured only with --backward
     assert (eager.task_spec.label, eager.task_spec.sub_label) == (case.label, case.sub_label)
     assert case.sub_label.endswith(", size: literal")
     assert eager.task_spec.description == f"Eager ({torch.__version__}) Nightly"
@@ -67,6 +68,32 @@ def test_pr_run_without_the_package_fails_clearly(monkeypatch, capsys):
         interp_mode.load_package("PR")
     assert exit_info.value.code == interp_mode.EXIT_NO_PACKAGE
     assert "--tag=PR needs the 'decomps_not_installed_anywhere' package" in capsys.readouterr().err
+
+
+def test_the_import_failure_status_is_returned_by_nothing_else():
+    """1: an uncaught exception or SystemExit(message); 2: argparse's usage error."""
+    assert interp_mode.EXIT_NO_PACKAGE not in (0, 1, 2, interp_mode.EXIT_PROBLEMS)
+
+
+def test_only_the_import_failure_status_is_reported_as_one():
+    no_package = orchestrator.failure_message("PR", interp_mode.EXIT_NO_PACKAGE)
+    assert "could not import the 'decomps' package" in no_package
+    for tag, rc in (("PR", 2), ("PR", 1), ("PR", interp_mode.EXIT_PROBLEMS), ("Nightly", interp_mode.EXIT_NO_PACKAGE)):
+        message = orchestrator.failure_message(tag, rc)
+        assert message == f"ERROR: the {tag} run exited with status {rc} (see above).", message
+    assert orchestrator.failure_message("PR", 0) is None
+
+
+def test_a_usage_error_of_the_pr_run_is_not_reported_as_an_import_failure(monkeypatch, tmp_path, capfd):
+    """The child exits in argparse (status 2), before torch is imported."""
+    args = orchestrator.parse_args([str(tmp_path), "--device=cpu"])
+    command = orchestrator.child_command
+    monkeypatch.setattr(orchestrator, "child_command", lambda *a: command(*a) + ["--no-such-option"])
+    path, rc = orchestrator.run_tag("PR", args, "stem")
+    err = capfd.readouterr().err
+    assert (path, rc) == (None, 2)
+    assert "unrecognized arguments: --no-such-option" in err
+    assert "ERROR: the PR run exited with status 2" in err and "could not import" not in err
 
 
 def test_nightly_run_refuses_the_package(monkeypatch):
@@ -232,9 +259,29 @@ def test_reduce_overhead_only_for_host_bound_cuda_rows():
     assert bench.wants_reduce_overhead("cuda", 99e-6)
     assert not bench.wants_reduce_overhead("cuda", 100e-6)
     assert not bench.wants_reduce_overhead("cpu", 1e-6)
+    assert bench.wants_reduce_overhead("cuda", 300e-6, 600e-6)
+    assert not bench.wants_reduce_overhead("cpu", 300e-6, 600e-6)
 
 
-def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = False):
+def test_fwd_bwd_workloads_are_host_bound_below_the_empty_compiled_step():
+    import torch
+
+    from perf import bench
+
+    x = torch.zeros(8, requires_grad=True)
+    step = bench.Workload(lambda x: x * 2, (x,), wrt=(x,), grad_outputs=(torch.ones(8),))
+    forward = bench.Workload(lambda x: x * 2, (x,))
+    assert bench.workload_host_bound_seconds(step, 600e-6) == 600e-6
+    assert bench.workload_host_bound_seconds(step, 40e-6) == 100e-6  # never below the call's 100 us
+    assert bench.workload_host_bound_seconds(step, None) == 100e-6  # not measured (no --backward)
+    assert bench.workload_host_bound_seconds(forward, 600e-6) == 100e-6
+    for device, wanted in (("cuda", True), ("cpu", False)):
+        threshold = bench.workload_host_bound_seconds(step, 600e-6)
+        assert bench.wants_reduce_overhead(device, 300e-6, threshold) is wanted
+
+
+def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = False, backward: bool = False,
+               step_overhead_seconds: float | None = None):
     """time_workload with a recording stand-in for torch.compile, so that its CUDA branch runs on CPU."""
     import torch
 
@@ -250,9 +297,13 @@ def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = 
 
     monkeypatch.setattr(bench.torch, "compile", fake_compile)
     monkeypatch.setattr(bench, "_synchronize", lambda device: None)
-    work = bench.Workload(forward, (torch.zeros(8),))
+    if backward:
+        x = torch.zeros(8, requires_grad=True)
+        work = bench.Workload(forward, (x,), wrt=(x,), grad_outputs=(torch.ones(8),), check="allclose")
+    else:
+        work = bench.Workload(forward, (torch.zeros(8),))
     result = bench.time_workload(work, "L", "S", "float32", device, "PR", dynamic=True, num_threads=1,
-                                 min_run_time=0.01, repeat=2)
+                                 min_run_time=0.01, repeat=2, step_overhead_seconds=step_overhead_seconds)
     return result, compiled
 
 
@@ -285,6 +336,24 @@ def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
         assert compiled == [{"fullgraph": True, "dynamic": True}]
 
 
+def test_host_bound_fwd_bwd_cuda_rows_get_the_reduce_overhead_column(monkeypatch):
+    """A fwd+bwd step of 200+ us is host-bound when the run's empty compiled step takes 1 ms."""
+
+    def slow_double(x):
+        time.sleep(200e-6)
+        return x * 2
+
+    def kinds(result):
+        return [m.task_spec.description.split(" (")[0] for m in result.measurements]
+
+    result, compiled = _time_fake(monkeypatch, "cuda", slow_double, backward=True, step_overhead_seconds=1e-3)
+    assert kinds(result) == ["Eager", "Compiled", "Compiled reduce-overhead"] and not result.problems
+    assert compiled[-1]["mode"] == "reduce-overhead"
+    for device, backward, step in (("cuda", True, None), ("cuda", False, 1e-3), ("cpu", True, 1e-3)):
+        result, _ = _time_fake(monkeypatch, device, slow_double, backward=backward, step_overhead_seconds=step)
+        assert kinds(result) == ["Eager", "Compiled"], (device, backward, step)
+
+
 def test_the_call_overhead_is_stored_as_a_row_and_a_key():
     from perf import bench
 
@@ -294,3 +363,86 @@ def test_the_call_overhead_is_stored_as_a_row_and_a_key():
     assert collected.test_results == [eager, compiled]
     assert collected.pickle_keys()["compiled_call_overhead_us"] == pytest.approx(15.0)
     assert collected.pickle_keys()["spread"] == {("L", "S", "Compiled (x) PR"): {"n": 1}}
+
+
+def test_run_cases_passes_the_step_overhead_to_every_case(monkeypatch):
+    from perf import bench
+
+    cases = make_cases("cpu", quick=True, modes=("nearest",), backward=True)[:2]
+    seen = []
+
+    def fake_run_case(case, tag, **kwargs):
+        seen.append(kwargs["step_overhead_seconds"])
+        return bench.CaseResult([_measurement(1e-6, f"{kind} (x) PR") for kind in ("Eager", "Compiled")])
+
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1)
+    interp_mode.run_cases(cases, args, "cpu", 0.01, None, step_overhead_seconds=6e-4)
+    interp_mode.run_cases(cases, args, "cpu", 0.01, None)
+    assert seen == [6e-4, 6e-4, None, None]
+
+
+def test_the_step_overhead_is_a_compiled_fwd_bwd_step(monkeypatch):
+    """``autograd.grad(compiled(x), x, g)`` of ``x * 2``, stored as a row and as ``compiled_step_overhead_us``."""
+    import torch
+
+    from perf import bench
+
+    timed = []
+    time_workload = bench.time_workload
+
+    def record(work, *args, **kwargs):
+        timed.append(work)
+        return time_workload(work, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "time_workload", record)
+    result = bench.measure_step_overhead("cpu", "PR", dynamic=True, num_threads=1, min_run_time=0.01)
+    (work,) = timed
+    (x,) = work.args
+    assert len(work.wrt) == 1 and work.wrt[0] is x and x.requires_grad and x.shape == (8,)
+    assert len(work.grad_outputs) == 1
+    assert not result.problems
+    assert {(m.task_spec.label, m.task_spec.sub_label) for m in result.measurements} == {
+        ("Compiled call overhead, cpu", "Input (8,), torch.float32 | fn: x * 2, fwd+bwd")}
+    assert [m.task_spec.description for m in result.measurements] == [
+        f"Eager ({torch.__version__}) PR", f"Compiled ({torch.__version__}) PR"]
+
+    collected = interp_mode.Collected()
+    collected.add_step_overhead(result)
+    assert collected.test_results == result.measurements
+    compiled_us = result.measurements[1].median * 1e6
+    assert collected.pickle_keys()["compiled_step_overhead_us"] == pytest.approx(compiled_us)
+    assert collected.step_overhead_seconds() == pytest.approx(compiled_us * 1e-6)
+    assert interp_mode.Collected().pickle_keys()["compiled_step_overhead_us"] is None
+
+
+def test_the_step_overhead_row_is_measured_only_with_backward(monkeypatch, capsys):
+    from perf import bench
+
+    measured = []
+
+    def fake(sub_label, seconds):
+        def measure(device, tag, **kwargs):
+            measured.append(sub_label)
+            if seconds is None:
+                raise RuntimeError("no compiler")
+            return bench.CaseResult([_measurement(seconds / 5, "Eager (x) PR"), _measurement(seconds)])
+        return measure
+
+    monkeypatch.setattr(bench, "measure_call_overhead", fake(bench.OVERHEAD_SUB_LABEL, 20e-6))
+    monkeypatch.setattr(bench, "measure_step_overhead", fake(bench.STEP_OVERHEAD_SUB_LABEL, 600e-6))
+    for backward, rows, step_us in ((False, 2, None), (True, 4, 600.0)):
+        args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, backward=backward)
+        collected = interp_mode.Collected()
+        interp_mode.measure_overheads(args, "cpu", 0.01, collected)
+        assert len(collected.test_results) == rows
+        assert collected.compiled_call_overhead_us == pytest.approx(20.0)
+        assert collected.compiled_step_overhead_us == pytest.approx(step_us)
+    assert measured == [bench.OVERHEAD_SUB_LABEL, bench.OVERHEAD_SUB_LABEL, bench.STEP_OVERHEAD_SUB_LABEL]
+    assert "fn: x * 2, fwd+bwd): eager 120.0 us, compiled 600.0 us" in capsys.readouterr().out
+
+    monkeypatch.setattr(bench, "measure_step_overhead", fake(bench.STEP_OVERHEAD_SUB_LABEL, None))
+    collected = interp_mode.Collected()
+    interp_mode.measure_overheads(args, "cpu", 0.01, collected)
+    assert collected.compiled_step_overhead_us is None and collected.step_overhead_seconds() is None
+    assert collected.errors == [f"Compiled call overhead ({bench.STEP_OVERHEAD_SUB_LABEL}): RuntimeError: no compiler"]

@@ -228,3 +228,41 @@ def test_chart_title_of_seed_pickles_says_what_is_not_recorded(seed_pickles):
     specs = [Spec.parse(speedup.PR_VS_NIGHTLY)]
     rows = compute_speedups(results_table.merged_rows([load_run(p) for p in seed_pickles]), specs)
     assert plot.chart_title(rows) == "device cpu | torch 2.3.0a0+git1 / 2.3.0.dev2024 | dynamic=not recorded"
+
+
+def test_fwd_bwd_rows_are_host_bound_below_the_empty_compiled_step(tmp_path):
+    """A fwd+bwd row whose eager step is faster than the largest empty compiled step of the pickles
+    is host-bound; forward rows keep the 100 us rule, and pickles without the key load as before."""
+    forward, step, neck, version = "Interpolate, cuda", "Interpolate fwd+bwd, cuda", "FPN neck fwd+bwd, cuda", "2.11.0"
+    paths = []
+    for tag, step_us in (("PR", 530.0), ("Nightly", 710.0)):
+        rows = [measurement(label, sub, f"{kind} ({version}) {tag}", seconds)
+                for label, sub, eager in ((forward, SUB_F32, 300e-6), (step, SUB_F32, 300e-6), (step, SUB_2D, 800e-6))
+                for kind, seconds in (("Eager", eager), ("Compiled", eager / 2))]
+        paths.append(tmp_path / f"{tag}.pkl")
+        save_run(paths[-1], rows, compiled_call_overhead_us=12.5, compiled_step_overhead_us=step_us)
+    runs = [load_run(p) for p in paths]
+    rows = results_table.merged_rows(runs)
+    assert speedup.host_bound_seconds(step, rows) == pytest.approx(710e-6)  # the largest of the runs
+    assert speedup.host_bound_seconds(neck, rows) == pytest.approx(710e-6)
+    assert speedup.host_bound_seconds(forward, rows) == pytest.approx(100e-6)
+    specs = [Spec.parse(c) for c in REPORT_COMPARES]
+    by_row = {(r.label, r.sub_label): r for r in compute_speedups(rows, specs)}
+    assert by_row[(step, SUB_F32)].host_bound and by_row[(step, SUB_F32)].host_bound_seconds == pytest.approx(710e-6)
+    assert not by_row[(step, SUB_2D)].host_bound and not by_row[(forward, SUB_F32)].host_bound
+
+    out = tmp_path / "speedup.md"
+    assert speedup.main([str(out), *map(str, paths), "--compare", speedup.PR_VS_NIGHTLY]) == 0
+    text = out.read_text()
+    assert "compiled call overhead 12.5 us, compiled fwd+bwd step overhead 530.0 us" in text
+    assert "compiled fwd+bwd step overhead 710.0 us" in text
+    step_table = text.split(f"### {step}")[1]
+    assert cells(next(line for line in step_table.splitlines() if "300, 400" in line))[-1] == "host-bound"
+    assert ("host-bound: an eager time of the row (of any pickle) is below 100 us, or for fwd+bwd rows below "
+            "the empty compiled step (710 us, the Compiled call overhead fwd+bwd row") in step_table
+    assert "note" not in text.split(f"### {forward}")[1].split("###")[0]  # 300 us forward: not host-bound
+
+    seed = seed_payload(tmp_path / "seed.pkl", "PR", "2.3.0", {SUB_F32: (2e-3, 1e-3)})
+    seed_rows = load_run(seed).rows
+    assert seed_rows[0].step_overhead_us is None
+    assert speedup.host_bound_seconds(step, seed_rows) == pytest.approx(100e-6)
