@@ -148,7 +148,7 @@ def min_bytes(case: Case) -> int | None:
     Forward: input elements actually read (along a downsampled dim only the
     sampled rows/cols) + output written. Backward: grad_output read +
     grad_input written; a fwd+bwd row counts both. Fused rows: every input
-    read once + the output written once; their fwd+bwd rows count it twice (below).
+    read once + the output written once; their backward as the interpolation's (below).
     """
     if case.kind == "fpn_neck":
         return None
@@ -159,9 +159,10 @@ def min_bytes(case: Case) -> int | None:
     if case.kind in FUSED_KINDS:
         # Inputs: the low-resolution one and the full-resolution lateral / skip.
         forward = esize * (in_numel + out_numel + math.prod(case.output_shape))
-        # The backward reads grad_output (the output's size) and writes one grad per input (the
-        # inputs' sizes): the forward's bytes again.
-        return 2 * forward if case.backward else forward
+        # The full-resolution input's gradient is grad_output itself (add) or a slice of it (cat),
+        # a view: the backward moves the interpolation's bytes, its part of grad_output read and
+        # the low-resolution gradient written.
+        return forward + esize * (out_numel + in_numel) if case.backward else forward
     read = n * c * math.prod(min(i, o) for i, o in zip(insize, osize))
     forward = esize * (read + out_numel)
     return forward + esize * (out_numel + in_numel) if case.backward else forward
