@@ -24,7 +24,6 @@ kernel, the views, runs as an extern call where the Triton kernel would.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import weakref
 from collections.abc import Sequence
@@ -271,7 +270,10 @@ def _cat_size(inputs, dim: int) -> list:
     return [*sizes[0][:dim], sum(s[dim] for s in sizes), *sizes[0][dim + 1:]]
 
 
-def cat(stock, inputs, dim=0):
+_stock: dict = {}  # Inductor's own lowering of aten.cat, which ``cat`` wraps
+
+
+def cat(inputs, dim=0):
     """``aten.cat``, where an input is a repeat op (a UNet skip connection, ``cat([skip, up(x)],
     1)``): per input, the Triton kernel of the repeat (or a row copy) writes into its slice of
     the output. Inductor's own cat writes a realized repeat into its slice with a flat index
@@ -286,7 +288,7 @@ def cat(stock, inputs, dim=0):
         for n, x in zip(_cat_input_nodes(inputs) or (), inputs):
             if n.target is torch.ops.decomps.upsample_repeat.default:
                 x.realize()
-        return stock(inputs, dim)
+        return _stock["cat"](inputs, dim)
     from decomps import triton_repeat
 
     dim = dim % rank
@@ -303,9 +305,11 @@ def cat(stock, inputs, dim=0):
 
 
 def lowerings(table: dict) -> dict:
-    """``{op: lowering}`` to put into Inductor's lowering ``table``."""
+    """``{op: lowering}`` to put into Inductor's lowering ``table`` (``cat`` wraps the table's own)."""
+    if table[aten.cat.default] is not cat:
+        _stock["cat"] = table[aten.cat.default]
     return {
         torch.ops.decomps.upsample_repeat.default: upsample_repeat,
         torch.ops.decomps.upsample_repeat_backward.default: upsample_repeat_backward,
-        aten.cat.default: functools.partial(cat, table[aten.cat.default]),
+        aten.cat.default: cat,
     }
