@@ -205,8 +205,8 @@ def upsample_nearest_backward(
     if kernel_choice.aten_backward(grad_output, patterns):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
     if period is None and kernel_choice.repeat_op(grad_output, patterns):
-        factors = index_patterns.repeat_factors(patterns)
-        return repeat_kernels.upsample_repeat_backward(grad_output, factors)
+        rows, factors, back = repeats.channels_last_rows(grad_output, index_patterns.repeat_factors(patterns))
+        return back(repeat_kernels.upsample_repeat_backward(rows, factors))
 
     g = grad_output.to(repeats.accumulation_dtype(dtype))
     concatenated = None

@@ -90,8 +90,8 @@ def upsample_nearest(
     if kernel_choice.aten_forward(input, patterns):
         return aten_kernels.upsample_nearest(input, output_size, scales, exact)
     if period is None and kernel_choice.repeat_op(input, patterns):
-        factors = index_patterns.repeat_factors(patterns)
-        return repeat_kernels.upsample_repeat(input, factors)
+        rows, factors, back = repeats.channels_last_rows(input, index_patterns.repeat_factors(patterns))
+        return back(repeat_kernels.upsample_repeat(rows, factors))
 
     x = input
     for d, (p, o) in enumerate(zip(patterns, output_size)):

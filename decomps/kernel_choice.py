@@ -32,11 +32,11 @@ REPEAT_KERNEL_DEVICES = ("cuda",)
 MAX_REPEAT_TAPS = 16
 
 
-def _eligible(tensor: Tensor, devices) -> bool:
-    """A custom op is an option: one of its devices, a contiguous layout, not exporting."""
+def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bool:
+    """A custom op is an option: one of its devices, one of its layouts, not exporting."""
     return (
         tensor.device.type in devices
-        and suggest_memory_format(tensor) == torch.contiguous_format
+        and suggest_memory_format(tensor) in layouts
         and not torch.compiler.is_exporting()
     )
 
@@ -60,11 +60,13 @@ def aten_backward(grad_output: Tensor, patterns) -> bool:
 def repeat_op(tensor: Tensor, patterns) -> bool:
     """Whether an integer repeat runs as a repeat op: every spatial dim repeats or stays
     (``patterns``: ``repeat`` or ``identity``, no slices, no gathers), some dim repeats, and the
-    backward's window has at most ``MAX_REPEAT_TAPS`` elements."""
+    backward's window has at most ``MAX_REPEAT_TAPS`` elements. A channels-last 4-d tensor is
+    a contiguous (N, H, W, C) one whose channels stay (``repeats.channels_last_rows``)."""
     if not all(p is not None and p.kind in ("repeat", "identity") for p in patterns):
         return False
     factors = index_patterns.repeat_factors(patterns)
     taps = 1
     for k in factors:
         taps *= k
-    return _eligible(tensor, REPEAT_KERNEL_DEVICES) and 1 < taps <= MAX_REPEAT_TAPS
+    layouts = (torch.contiguous_format, torch.channels_last) if tensor.dim() == 4 else (torch.contiguous_format,)
+    return _eligible(tensor, REPEAT_KERNEL_DEVICES, layouts) and 1 < taps <= MAX_REPEAT_TAPS

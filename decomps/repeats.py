@@ -6,10 +6,11 @@ default kernels are these same functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
+from torch._prims_common import suggest_memory_format
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -42,3 +43,15 @@ def sum_repeats(g: Tensor, factors: Sequence[int]) -> Tensor:
     """Adjoint of ``repeat``: ``out[..., i, ..] = sum_j g[..., i k + j, ..]``."""
     lead = g.dim() - len(factors)
     return g.reshape(window_shape(g.shape, factors)).sum([lead + 2 * t + 1 for t in range(len(factors))])
+
+
+def channels_last_rows(x: Tensor, factors: Sequence[int]) -> tuple[Tensor, list[int], Callable[[Tensor], Tensor]]:
+    """A repeat over ``x``'s spatial dims as one over contiguous rows: ``(view, factors, back)``.
+
+    A channels-last 4-d tensor is a contiguous (N, H, W, C) one: its repeat (or window sum) is the
+    same op over (H, W, C) with factors ``(kh, kw, 1)``, and ``back`` turns the (N, H', W', C)
+    result into the channels-last (N, C, H', W') one eager returns. Other tensors pass as they
+    are."""
+    if x.dim() == 4 and suggest_memory_format(x) == torch.channels_last:
+        return x.permute(0, 2, 3, 1), [*factors, 1], lambda y: y.permute(0, 3, 1, 2)
+    return x, list(factors), lambda y: y

@@ -1,4 +1,5 @@
-"""Triton kernels of the integer repeat (``repeat_kernels``) on contiguous CUDA tensors.
+"""Triton kernels of the integer repeat (``repeat_kernels``) on contiguous CUDA tensors (a
+channels-last tensor arrives as its contiguous (N, H, W, C) view: ``repeats.channels_last_rows``).
 
 Both kernels work on rows: an output row of the forward is one input row, each element written
 ``KW`` times; a grad_input row of the backward sums ``KD * KH`` grad_output rows of ``KW``

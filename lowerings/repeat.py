@@ -64,9 +64,33 @@ def _fits_32bit(numel) -> bool:
 
 
 def _users_take_realized_inputs(node) -> bool:
+    """Every user is the graph's output or takes realized inputs, looking through the permute
+    that turns channels-last rows back (``repeats.channels_last_rows``)."""
     from torch._inductor.lowering import needs_realized_inputs
 
-    return all(user.op == "output" or user.target in needs_realized_inputs for user in node.users)
+    return all(
+        user.op == "output"
+        or user.target in needs_realized_inputs
+        or (user.target is aten.permute.default and _users_take_realized_inputs(user))
+        for user in node.users
+    )
+
+
+def _strided_view(x):
+    """``x`` as a buffer or a strided view of one (a channels-last input permuted to rows,
+    ``repeats.channels_last_rows``) where it is one, so that a kernel can read it in place;
+    else ``x``."""
+    from torch._inductor import ir
+
+    data = x.data if isinstance(x, ir.TensorBox) else x
+    if ir.is_storage_and_layout(x) or not isinstance(data, ir.BaseView):
+        return x
+    if not ir.is_storage_and_layout(data.unwrap_view()):
+        return x
+    try:
+        return ir.TensorBox(ir.ExternKernel.convert_to_reinterpret_view(data))
+    except NotImplementedError:
+        return x
 
 
 def runs_op_kernel(x) -> bool:
@@ -163,6 +187,7 @@ def upsample_repeat(x, factors: Sequence[int]):
 
     from decomps.repeat_kernels import repeated_shape
 
+    x = _strided_view(x)
     out_size = repeated_shape(list(x.get_size()), factors)
     own = _own_kernel(torch.ops.decomps.upsample_repeat.default, "repeat_rows", x, factors, out_size)
     if own is not None:
@@ -192,6 +217,7 @@ def upsample_repeat_backward(grad_output, factors: Sequence[int]):
     from decomps.repeat_kernels import TRITON_BACKWARD_DTYPES, summed_shape
     from decomps.repeats import accumulation_dtype
 
+    grad_output = _strided_view(grad_output)
     out_size = summed_shape(list(grad_output.get_size()), factors)
     dtype = grad_output.get_dtype()
     op = torch.ops.decomps.upsample_repeat_backward.default

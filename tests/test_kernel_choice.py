@@ -258,12 +258,13 @@ def test_choice_for_the_harness_cpu_rows():
 
 
 def test_repeat_op_rule():
-    """kernel_choice.repeat_op: contiguous integer repeats of every moving dim, at most
-    MAX_REPEAT_TAPS taps, on the rule's devices, not while exporting."""
+    """kernel_choice.repeat_op: contiguous (or channels-last 4-d) integer repeats of every moving
+    dim, at most MAX_REPEAT_TAPS taps, on the rule's devices, not while exporting."""
     repeat, identity, stride = Pattern("repeat", 2), Pattern("identity"), Pattern("stride", 2, 0)
     x = torch.randn(2, 3, 4, 5)
     cl = x.contiguous(memory_format=torch.channels_last)
     x3 = torch.randn(1, 2, 3, 4, 5)
+    cl3 = x3.contiguous(memory_format=torch.channels_last_3d)
     assert not kernel_choice.repeat_op(x, [repeat, repeat])  # CPU is not among the devices
     with mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu",)):
         assert kernel_choice.repeat_op(x, [repeat, repeat])
@@ -273,6 +274,7 @@ def test_repeat_op_rule():
         assert not kernel_choice.repeat_op(x, [identity, identity])  # nothing repeats
         assert not kernel_choice.repeat_op(x, [stride, repeat])
         assert not kernel_choice.repeat_op(x, [None, repeat])  # a gather
-        assert not kernel_choice.repeat_op(cl, [repeat, repeat])  # channels-last
+        assert kernel_choice.repeat_op(cl, [repeat, repeat])  # channels-last: rows of channels
+        assert not kernel_choice.repeat_op(cl3, [repeat, repeat, identity])  # channels-last 3d
         with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
             assert not kernel_choice.repeat_op(x, [repeat, repeat])

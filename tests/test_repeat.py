@@ -99,6 +99,26 @@ class TestRepeatLowering(TestCase):
         self.assertTrue(_runs(FORWARD, forward_code), forward_code)
         self.assertTrue(_runs(BACKWARD, backward_code), backward_code)
 
+    @parametrize("dynamic", [False, True])
+    def test_channels_last(self, device, dynamic):
+        # a channels-last repeat runs the op over (N, H, W, C) rows; eager's strides come back
+        x = torch.randn(2, 3, 8, 16, device=device).contiguous(memory_format=torch.channels_last)
+        x.requires_grad_(True)
+        g = torch.randn(2, 3, 16, 32, device=device).contiguous(memory_format=torch.channels_last)
+        torch._dynamo.reset()
+        compiled = torch.compile(up, dynamic=dynamic, fullgraph=True)
+        with fresh_inductor_cache():
+            (out, actual), (forward_code, backward_code) = run_and_get_code(
+                lambda: (lambda y: (y, torch.autograd.grad(y, x, g)[0]))(compiled(x))
+            )
+        expected = up(x)
+        (expected_grad,) = torch.autograd.grad(expected, x, g)
+        for a, e in ((out, expected), (actual, expected_grad)):
+            self.assertTrue(torch.equal(a, e))
+            self.assertEqual(a.stride(), e.stride())
+        self.assertTrue(_runs(FORWARD, forward_code), forward_code)
+        self.assertTrue(_runs(BACKWARD, backward_code), backward_code)
+
     def test_backward_fused_with_its_producer(self, device):
         # grad_output = g * 2 is a pointwise node the backward's generated code reads inline
         x = torch.randn(2, 3, 8, 16, device=device)

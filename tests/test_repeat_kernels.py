@@ -24,6 +24,7 @@ CASES = [
     ((3, 7), (4, 4)),
     ((2, 3, 5), (2, 2, 2)),
     ((3, 2, 17), (1, 2, 4)),
+    ((4, 6, 5), (2, 2, 1)),  # a channels-last 2d repeat as rows of channels (repeats.channels_last_rows)
     ((4, 6), (2, 3)),  # innermost 3: the views, also on CUDA
 ]
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.uint8)
