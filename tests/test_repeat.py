@@ -61,13 +61,17 @@ def _compiled_code(fn, dynamic, *args):
     return out, "\n".join(code)
 
 
-class TestRepeatLowering(TestCase):
+class _OnEveryDevice(TestCase):
+    """The repeat ops on CPU too (``REPEAT_KERNEL_DEVICES`` patched)."""
+
     def setUp(self):
         super().setUp()
         devices = mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu", "cuda"))
         devices.start()
         self.addCleanup(devices.stop)
 
+
+class TestRepeatLowering(_OnEveryDevice):
     @parametrize("dynamic", [False, True])
     @parametrize("site", list(SITES))
     def test_forward_site(self, device, site, dynamic):
@@ -164,15 +168,9 @@ CATS = {
 OTHER_SHAPES = {"batch": (3, 3, 16, 32), "rows": (2, 3, 7, 32), "columns": (2, 3, 16, 9)}
 
 
-class TestRepeatCat(TestCase):
+class TestRepeatCat(_OnEveryDevice):
     """CUDA: a cat of a repeat op and buffers is written by the Triton kernels, one per input
     (lowerings.repeat.cat); every other cat is Inductor's, with the same values."""
-
-    def setUp(self):
-        super().setUp()
-        devices = mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu", "cuda"))
-        devices.start()
-        self.addCleanup(devices.stop)
 
     @parametrize("dynamic", [False, True])
     @parametrize("case", list(CATS))
