@@ -143,6 +143,24 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
     return windows.sum(list(range(2 + first + span, 2 + first + 2 * span)))
 
 
+# Device types whose channels-last 2d gathers over symbolic sizes run over the (N, H, W, C)
+# view, channels innermost. Over (N, C, H, W) ranges Inductor tiles such a gather with a spatial
+# dim as the vector dim, whose elements lie C apart in memory. On an H200, x1.5 float16
+# (8, 64, 200, 200) channels-last backward kernels: 649 -> 39 us with dynamic shapes (eager's:
+# 226); with static ones the (N, C, H, W) gather is the faster, 37 us against 96
+# (perf/probes/gather_backward_probe.py; docs/findings.md, finding 2).
+CHANNELS_INNERMOST_DEVICES = ("cuda",)
+
+
+def _gather_channels_innermost(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
+    """``_gather_windows`` of a channels-last 4-d ``g`` over its (N, 1, H, W, C) view, the
+    channels a trailing dim; the result, permuted back, has eager's channels-last strides."""
+    rows = g.permute(0, 2, 3, 1).unsqueeze(1)
+    sizes = [input_size[0], 1, *input_size[2:], input_size[1]]
+    summed = _gather_windows(rows, sizes, output_size, scales, rule, first, last, identity_if)
+    return None if summed is None else summed.squeeze(1).permute(0, 3, 1, 2)
+
+
 def _scatter_to_sources(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
     """``grad_input[i] += g[o]`` for every ``o`` in ``i``'s window, dims first..last: the
     fallback where no window bound holds for every size the graph may see (exporting).
@@ -202,7 +220,8 @@ def upsample_nearest_backward(
         )
         if period is not None:
             patterns[-1] = Pattern("identity")  # after the sums: equal sizes, unit windows
-    if kernel_choice.aten_backward(grad_output, patterns):
+    static = [size_conditions.is_static(i, o) for i, o in zip(isizes, output_size)]
+    if kernel_choice.aten_backward(grad_output, patterns, static):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
     if period is None and kernel_choice.repeat_op(grad_output, patterns):
         rows, factors, back = repeats.channels_last_rows(grad_output, index_patterns.repeat_factors(patterns))
@@ -224,9 +243,14 @@ def upsample_nearest_backward(
             g = repeats.sum_repeats(g, factors)
     else:
         moving = [d for d, p in enumerate(patterns) if p is None or p.kind != "identity"]
-        args = (g, input_size, output_size, scales, rule, moving[0], moving[-1], identity_if)
-        summed = _gather_windows(*args)
-        g = _scatter_to_sources(*args) if summed is None else summed
+        args = (input_size, output_size, scales, rule, moving[0], moving[-1], identity_if)
+        channels_last = memory_format == torch.channels_last and not all(static)
+        if channels_last and g.device.type in CHANNELS_INNERMOST_DEVICES:
+            summed = _gather_channels_innermost(g, *args)
+            if summed is not None:  # a new tensor in eager's layout
+                return summed.to(dtype)
+        summed = _gather_windows(g, *args)
+        g = _scatter_to_sources(g, *args) if summed is None else summed
     if g is concatenated:  # already a new contiguous tensor: a clone would copy it once more
         return g.to(dtype)
     # clone, not contiguous: never alias grad_output, canonical strides for size-1 dims.

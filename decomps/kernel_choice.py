@@ -5,10 +5,11 @@ lowers to the package's Triton kernels or to generated code (``lowerings.repeat`
 Inductor's C++ backend loads a gather along the innermost dim element by element through a
 16-element buffer; eager's contiguous kernel, a loop over precomputed offsets, is faster there
 (docs/findings.md, finding 3), and eager's backward beats the generated window gather wherever an
-outer dim gathers. Every index-free path (views, strided slices, short periods), every
-channels-last layout, uint8 (eager's uint8 forward kernel is about 2x slower than the generated
-gather) and other devices keep the generated code. docs/design.md, "Kernel choice", has the table
-and the measurements.
+outer dim gathers. On CUDA the generated window gather divides by runtime sizes where they are
+symbolic, and eager's contiguous backward kernel is the faster one there (finding 2). Every
+index-free path (views, strided slices, short periods), every channels-last layout, uint8
+(eager's uint8 forward kernel is about 2x slower than the generated gather) and other devices
+keep the generated code. docs/design.md, "Kernel choice", has the table and the measurements.
 
 The choice reads only the decisions the decomposition has already taken (its patterns, after
 short periods): no guard of its own. While exporting the decomposition stays, so exported
@@ -25,8 +26,12 @@ from . import index_patterns
 
 # Device types whose contiguous gathers may run ATen's kernel.
 ATEN_KERNEL_DEVICES = ("cpu",)
+# Device types whose backward gathers windows over symbolic sizes with ATen's kernel, and the
+# layouts where that kernel is the faster one.
+ATEN_SYMBOLIC_BACKWARD_DEVICES = ("cuda",)
+ATEN_SYMBOLIC_BACKWARD_LAYOUTS = (torch.contiguous_format,)
 # Device types whose contiguous integer repeats become the repeat ops.
-REPEAT_KERNEL_DEVICES = ("cuda",)
+REPEAT_KERNEL_DEVICES = ("cuda", "cpu")
 # Above this many taps per grad_input element, the backward sums in a reduction kernel
 # (backward.MAX_UNROLLED_TAPS): the repeat op's generated code unrolls them.
 MAX_REPEAT_TAPS = 16
@@ -51,10 +56,20 @@ def aten_forward(input: Tensor, patterns) -> bool:
     return _eligible(input, ATEN_KERNEL_DEVICES) and input.dtype.is_floating_point and patterns[-1] is None
 
 
-def aten_backward(grad_output: Tensor, patterns) -> bool:
-    """Whether the backward runs ATen's kernel: some outer dim (any but the innermost) would
-    gather windows (``patterns``: per spatial dim, after the innermost dim's short period)."""
-    return _eligible(grad_output, ATEN_KERNEL_DEVICES) and any(p is None for p in patterns[:-1])
+def aten_backward(grad_output: Tensor, patterns, static) -> bool:
+    """Whether the backward runs ATen's kernel: on CPU where some outer dim (any but the
+    innermost) would gather windows; on CUDA where some dim would gather windows over symbolic
+    sizes (the generated gather divides by runtime sizes and masks its window positions;
+    with static sizes it beats eager's kernel).
+
+    ``patterns``: per spatial dim, after the innermost dim's short period; ``static``: per
+    spatial dim, whether its input and output sizes are static.
+    """
+    if _eligible(grad_output, ATEN_KERNEL_DEVICES) and any(p is None for p in patterns[:-1]):
+        return True
+    symbolic_gather = any(p is None and not s for p, s in zip(patterns, static))
+    layouts = ATEN_SYMBOLIC_BACKWARD_LAYOUTS
+    return symbolic_gather and _eligible(grad_output, ATEN_SYMBOLIC_BACKWARD_DEVICES, layouts)
 
 
 def repeat_op(tensor: Tensor, patterns) -> bool:

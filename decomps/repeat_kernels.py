@@ -5,8 +5,8 @@ chooses per call site between generated code and the package's Triton kernels.
 contiguous tensor; ``decomps::upsample_repeat_backward(grad_output, factors)`` is
 ``repeats.sum_repeats`` accumulated in float32 for half types, in grad_output's dtype. Their
 default kernels are those views; on CUDA the kernels of ``triton_repeat`` run instead where
-they apply (contiguous, 32-bit indexable). ``lowerings.repeat`` lowers the ops: as these kernels
-(an extern call) where nothing would fuse with them, else as generated code.
+they apply (contiguous, 32-bit indexable). ``lowerings.repeat`` lowers the ops: on CUDA as the
+Triton kernels where nothing would fuse with them, else (and on CPU) as generated code.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ def generated_code():
     The compile caches' keys do not see it: compile under it with fresh caches
     (``torch._inductor.utils.fresh_inductor_cache()``)."""
     with mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()), mock.patch.object(
-        kernel_choice, "REPEAT_KERNEL_DEVICES", ()
-    ):
+        kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", ()
+    ), mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()):
         yield
 
 

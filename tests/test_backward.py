@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from unittest import mock
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_utils import TestCase, run_tests
 
+from decomps import backward as backward_decompositions
 from decomps.backward import MAX_UNROLLED_TAPS
 from tests.common import (
     RANKS,
@@ -105,6 +107,34 @@ class TestBackward(TestCase):
             strided = strided[(slice(None), slice(None)) + (slice(None, None, 2),) * rank]
             self._check(strided, osize, [2, 5] + isize, [None] * rank, exact)
 
+    def test_channels_last_gathers_over_channels_innermost(self, device):
+        """Channels-last 2d window gathers over symbolic sizes: the (N, H, W, C) form gives
+        eager's values and strides, and the same bits as the (N, C, H, W) form."""
+        cases = [([6, 5], [9, 10]), ([20, 20], [30, 30]), ([9, 8], [4, 5]), ([1, 7], [3, 1])]
+        for (isize, osize), exact, dtype, channels in itertools.product(
+            cases, (False, True), (torch.float32, torch.bfloat16), (1, 3, 16)
+        ):
+            op = backward_op(2, exact)
+            g = torch.randn([2, channels] + osize, dtype=dtype, device=device)
+            g = g.contiguous(memory_format=torch.channels_last)
+            x = torch.empty([2, channels] + isize, device=device)
+
+            def backward(g, x):
+                return TABLE[op](g, list(g.shape[2:]), list(x.shape))
+
+            msg = f"{isize} -> {osize} {dtype} C={channels} exact {exact}"
+            forms = []
+            for devices in ((torch.device(device).type,), ()):
+                innermost_on = mock.patch.object(backward_decompositions, "CHANNELS_INNERMOST_DEVICES", devices)
+                with generated_code(), innermost_on:
+                    forms.append(make_fx(backward, tracing_mode="symbolic")(g, x)(g, x))
+            innermost, outermost = forms
+            expected = op(g, osize, [2, channels] + isize)
+            self.assertEqual(innermost.stride(), expected.stride(), msg=msg)
+            self.assertTrue(torch.equal(innermost, outermost), msg)
+            assert_grad_close(self, innermost, expected,
+                              gradient_tolerance(g, lambda t: op(t, osize, [2, channels] + isize)), msg)
+
     def test_grad_input_overload(self, device):
         g = torch.randn(2, 3, 10, 12, device=device)
         for exact in (False, True):
@@ -141,12 +171,18 @@ class TestBackward(TestCase):
 
             g = torch.randn(2, 3, osize, dtype=torch.float64, device=device)
             x = torch.empty(2, 3, isize, device=device)
-            graph = make_fx(backward, tracing_mode="symbolic")(g, x)
             msg = f"{isize} -> {osize} scale {scale} exact {exact}"
-            assert_grad_close(self, graph(g, x), op(g, [osize], [2, 3, isize], scale),
-                              gradient_tolerance(g, lambda t: op(t, [osize], [2, 3, isize], scale)), msg)
-            self.assertEqual(aten_kernel_nodes(graph), [], msg)  # 1d: no outer dim gathers
             cpu = torch.device(device).type == "cpu"
+            expected = op(g, [osize], [2, 3, isize], scale)
+            tol = gradient_tolerance(g, lambda t: op(t, [osize], [2, 3, isize], scale))
+            graph = make_fx(backward, tracing_mode="symbolic")(g, x)
+            assert_grad_close(self, graph(g, x), expected, tol, msg)
+            # ATen's kernel: on CUDA wherever the windows are gathered (1d: no outer dim on CPU).
+            externs = [] if cpu or not taps else ["decomps.upsample_nearest_backward.default"]
+            self.assertEqual(aten_kernel_nodes(graph), externs, msg)
+            with generated_code():
+                graph = make_fx(backward, tracing_mode="symbolic")(g, x)
+            assert_grad_close(self, graph(g, x), expected, tol, msg)
             slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
             self.assertEqual(slices, period and cpu, msg)
             if slices:

@@ -203,9 +203,19 @@ class TestForwardGraphs(TestCase):
     def _graph(self, fn, x):
         return make_fx(fn, decomposition_table=TABLE)(x).code.strip()
 
-    def test_graph_2x_is_expand_reshape(self):
+    def test_graph_2x_is_repeat_op(self):
         x = torch.randn(1, 2, 3, 4)
         code = self._graph(lambda x: aten.upsample_nearest2d(x, [6, 8]), x)
+        self.assertExpectedInline(code, """\
+def forward(self, x_1):
+    upsample_repeat = torch.ops.decomps.upsample_repeat.default(x_1, [2, 2]);  x_1 = None
+    return upsample_repeat""")
+
+    def test_graph_2x_is_expand_reshape(self):
+        # The generated code of the same call: other devices, exporting.
+        x = torch.randn(1, 2, 3, 4)
+        with generated_code():
+            code = self._graph(lambda x: aten.upsample_nearest2d(x, [6, 8]), x)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
     view = torch.ops.aten.view.default(x_1, [1, 2, 3, 1, 4, 1]);  x_1 = None

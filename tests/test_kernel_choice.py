@@ -257,6 +257,39 @@ def test_choice_for_the_harness_cpu_rows():
     assert set(EXTERN_ROWS) <= seen
 
 
+# The harness's CUDA rows (perf.cases, full matrix) whose backward gathers windows: (input
+# spatial size, output size). Contiguous, their backward takes ATen's kernel with dynamic shapes;
+# channels-last they keep generated code, as every other row (the integer factors).
+CUDA_WINDOW_GATHERS = {
+    ((2345, 2456), (1234, 1345)),
+    ((1234, 1345), (2345, 2456)),
+    ((64, 64, 64), (96, 96, 96)),
+    ((200, 200), (300, 300)),
+}
+
+
+def test_choice_for_the_harness_cuda_rows():
+    """CUDA's rule, traced on CPU: the CPU rule off, CUDA's on for CPU tensors."""
+    rules = [mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()),
+             mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", ("cpu",)),
+             mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ())]
+    seen = set()
+    for rule in rules:
+        rule.start()
+    try:
+        for case in perf_cases.make_cases("cuda", backward=True):
+            if case.kind != "interp" or not case.backward:
+                continue
+            key = (case.shape[2:], case.osize)
+            seen.add(key)
+            extern = key in CUDA_WINDOW_GATHERS and case.memory_format == perf_cases.CONTIGUOUS
+            assert _traced_choice(case) == (False, extern), case.name
+    finally:
+        for rule in reversed(rules):
+            rule.stop()
+    assert CUDA_WINDOW_GATHERS <= seen
+
+
 def test_repeat_op_rule():
     """kernel_choice.repeat_op: contiguous (or channels-last 4-d) integer repeats of every moving
     dim, at most MAX_REPEAT_TAPS taps, on the rule's devices, not while exporting."""
@@ -265,7 +298,8 @@ def test_repeat_op_rule():
     cl = x.contiguous(memory_format=torch.channels_last)
     x3 = torch.randn(1, 2, 3, 4, 5)
     cl3 = x3.contiguous(memory_format=torch.channels_last_3d)
-    assert not kernel_choice.repeat_op(x, [repeat, repeat])  # CPU is not among the devices
+    with mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()):
+        assert not kernel_choice.repeat_op(x, [repeat, repeat])  # not among the devices
     with mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu",)):
         assert kernel_choice.repeat_op(x, [repeat, repeat])
         assert kernel_choice.repeat_op(x, [identity, repeat])

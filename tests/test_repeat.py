@@ -1,15 +1,12 @@
-"""lowerings.repeat: a repeat op runs its own kernel as an extern call where nothing would fuse
-with it, and lowers to generated code elsewhere; a cat of a repeat and buffers is written by the
-Triton kernels on CUDA (``lowerings.repeat.cat``); the result is eager's either way.
-
-On CPU the op's kernel is the views (the decompositions take the op on CUDA only:
-``kernel_choice.REPEAT_KERNEL_DEVICES``, patched here to reach the lowering on every device).
+"""lowerings.repeat: on CUDA a repeat op runs the package's Triton kernel where nothing would
+fuse with it, and lowers to generated code elsewhere; a cat of a repeat and buffers is written by
+the Triton kernels (``lowerings.repeat.cat``); on CPU the op is generated code whose loads run in
+order; the result is eager's everywhere.
 """
 
 from __future__ import annotations
 
 import re
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -18,16 +15,14 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_utils import TestCase, parametrize, run_tests
 
 import decomps
-from decomps import kernel_choice
 
-# The op's kernel in the generated code: on CUDA the Triton kernel (decomps.triton_repeat), elsewhere
-# an extern call of the op (comments name the op in either case)
-FORWARD = ("def repeat_rows(", "torch.ops.decomps.upsample_repeat.default(")
-BACKWARD = ("def window_sum_rows(", "torch.ops.decomps.upsample_repeat_backward.default(")
+# The op's Triton kernel (decomps.triton_repeat) in the generated code
+FORWARD = "def repeat_rows("
+BACKWARD = "def window_sum_rows("
 
 
 def _runs(kernel, code: str) -> bool:
-    return any(name in code for name in kernel)
+    return kernel in code
 
 
 def up(x):
@@ -43,14 +38,15 @@ def _conv(y):
     return F.conv2d(y, weight)
 
 
-# name: (fn, device types where the op's kernel runs)
+# name: (fn, whether the Triton kernel runs on CUDA, whether the C++ code has vector loops)
 SITES = {
-    "alone": (lambda x, b: up(x), ("cpu", "cuda")),
-    "into a convolution": (lambda x, b: _conv(up(x)), ("cpu", "cuda")),
-    "fpn merge": (lambda x, b: b + up(x), ()),
-    "after a relu": (lambda x, b: up(x.relu()), ()),
+    "alone": (lambda x, b: up(x), True, False),
+    "into a convolution": (lambda x, b: _conv(up(x)), True, None),
+    # on CPU the rows repeated apart, then the add reading them in order, vectorized
+    "fpn merge": (lambda x, b: b + up(x), False, True),
+    "after a relu": (lambda x, b: up(x.relu()), False, False),
     # the Triton kernel writes into its slice of the cat (lowerings.repeat.cat)
-    "unet skip cat": (lambda x, b: torch.cat([b, up(x)], 1), ("cuda",)),
+    "unet skip cat": (lambda x, b: torch.cat([b, up(x)], 1), True, None),
 }
 
 
@@ -61,28 +57,21 @@ def _compiled_code(fn, dynamic, *args):
     return out, "\n".join(code)
 
 
-class _OnEveryDevice(TestCase):
-    """The repeat ops on CPU too (``REPEAT_KERNEL_DEVICES`` patched)."""
-
-    def setUp(self):
-        super().setUp()
-        devices = mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ("cpu", "cuda"))
-        devices.start()
-        self.addCleanup(devices.stop)
-
-
-class TestRepeatLowering(_OnEveryDevice):
+class TestRepeatLowering(TestCase):
     @parametrize("dynamic", [False, True])
     @parametrize("site", list(SITES))
     def test_forward_site(self, device, site, dynamic):
-        fn, devices = SITES[site]
+        fn, triton, vectorized = SITES[site]
         x = torch.randn(2, 3, 8, 16, device=device)
         b = torch.randn(2, 3, 16, 32, device=device)
         out, code = _compiled_code(fn, dynamic, x, b)
         expected = fn(x, b)
         self.assertTrue(torch.equal(out, expected))
         self.assertEqual(out.stride(), expected.stride())
-        self.assertEqual(_runs(FORWARD, code), torch.device(device).type in devices, code)
+        cuda = torch.device(device).type == "cuda"
+        self.assertEqual(_runs(FORWARD, code), triton and cuda, code)
+        if not cuda and vectorized is not None:
+            self.assertEqual("at::vec::Vectorized" in code, vectorized, code)
         if site == "unet skip cat":
             # the repeat is written into its slice of the cat: no kernel selects between inputs
             self.assertNotIn("tl.where", code)
@@ -100,8 +89,9 @@ class TestRepeatLowering(_OnEveryDevice):
         (actual,) = torch.autograd.grad(compiled(x), x, g)
         (expected,) = torch.autograd.grad(up(x), x, g)
         self.assertTrue(torch.equal(actual, expected))
-        self.assertTrue(_runs(FORWARD, forward_code), forward_code)
-        self.assertTrue(_runs(BACKWARD, backward_code), backward_code)
+        cuda = torch.device(device).type == "cuda"
+        self.assertEqual(_runs(FORWARD, forward_code), cuda, forward_code)
+        self.assertEqual(_runs(BACKWARD, backward_code), cuda, backward_code)
 
     @parametrize("dynamic", [False, True])
     def test_channels_last(self, device, dynamic):
@@ -120,8 +110,9 @@ class TestRepeatLowering(_OnEveryDevice):
         for a, e in ((out, expected), (actual, expected_grad)):
             self.assertTrue(torch.equal(a, e))
             self.assertEqual(a.stride(), e.stride())
-        self.assertTrue(_runs(FORWARD, forward_code), forward_code)
-        self.assertTrue(_runs(BACKWARD, backward_code), backward_code)
+        cuda = torch.device(device).type == "cuda"
+        self.assertEqual(_runs(FORWARD, forward_code), cuda, forward_code)
+        self.assertEqual(_runs(BACKWARD, backward_code), cuda, backward_code)
 
     def test_backward_fused_with_its_producer(self, device):
         # grad_output = g * 2 is a pointwise node the backward's generated code reads inline
@@ -168,7 +159,7 @@ CATS = {
 OTHER_SHAPES = {"batch": (3, 3, 16, 32), "rows": (2, 3, 7, 32), "columns": (2, 3, 16, 9)}
 
 
-class TestRepeatCat(_OnEveryDevice):
+class TestRepeatCat(TestCase):
     """CUDA: a cat of a repeat op and buffers is written by the Triton kernels, one per input
     (lowerings.repeat.cat); every other cat is Inductor's, with the same values."""
 
