@@ -190,13 +190,15 @@ def upsample_repeat(x, factors: Sequence[int]):
         # the rows repeated into a buffer, the outer dims' repeat fused into the users
         x = _split_repeat(x, [*[1] * (n - 1), factors[-1]], [n - 1])
         factors = [*factors[:-1], 1]
-    return _repeat_pointwise(x, factors, repeated_shape(list(x.get_size()), factors))
+    return _repeat_pointwise(x, factors)
 
 
-def _repeat_pointwise(x, factors, out_size):
+def _repeat_pointwise(x, factors):
     """``out[..., o] = x[..., o // k]``: a pointwise node that fuses with its producer and users."""
     from torch._inductor import ir
     from torch.utils._sympy.functions import FloorDiv
+
+    from decomps.repeat_kernels import repeated_shape
 
     n = len(factors)
     load = x.make_loader()
@@ -209,7 +211,7 @@ def _repeat_pointwise(x, factors, out_size):
         device=x.get_device(),
         dtype=x.get_dtype(),
         inner_fn=inner_fn,
-        ranges=out_size,
+        ranges=repeated_shape(list(x.get_size()), factors),
     )
 
 
