@@ -3,8 +3,8 @@
 ``install(table)`` puts the package's decompositions into Inductor's decomposition table (which
 AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
 every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
-the package's integer-repeat ops (``repeat``) and two code generation facts (``divisibility``,
-``package_kernels``). It returns a callable that restores Inductor's stock state exactly.
+the package's integer-repeat ops (``repeat``) and three code generation facts (``divisibility``,
+``positive_sizes``, ``package_kernels``). It returns a callable that restores Inductor's stock state exactly.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import divisibility, package_kernels, repeat
+from . import divisibility, package_kernels, positive_sizes, repeat
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -54,8 +54,9 @@ def missing_codegen_hooks() -> list[str]:
         from torch._inductor.sizevars import SizeVarAllocator
     except ImportError:
         return ["torch._inductor.codegen.triton"]
-    if not callable(getattr(SizeVarAllocator, "statically_known_multiple_of", None)):
-        missing.append("SizeVarAllocator.statically_known_multiple_of")
+    for name in ("statically_known_multiple_of", "simplify"):
+        if not callable(getattr(SizeVarAllocator, name, None)):
+            missing.append(f"SizeVarAllocator.{name}")
     if not callable(getattr(triton, "signature_to_meta", None)):
         missing.append("torch._inductor.codegen.triton.signature_to_meta")
     from torch._inductor.codegen.simd import SIMDScheduling
@@ -73,6 +74,7 @@ def codegen_hooks() -> dict[str, object]:
 
     return {
         "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
+        "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
         "SIMDScheduling.get_tiling_and_scores": simd.SIMDScheduling.__dict__.get("get_tiling_and_scores"),
     }
@@ -87,7 +89,7 @@ def install(decompositions: dict) -> Callable[[], None]:
         swap_entries(lowering.lowerings, repeat.lowerings(lowering.lowerings)),
     ]
     if not missing_codegen_hooks():
-        undo += [divisibility.install(), package_kernels.install()]
+        undo += [divisibility.install(), positive_sizes.install(), package_kernels.install()]
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()
 

@@ -8,8 +8,8 @@ multiple of 16, and torch 2.13's structural check cannot prove ``2*s0`` one afte
 ``Mod(2*s0, 16)``. Without the attribute Triton cannot vectorize loads and stores whose index
 uses those sizes (docs/findings.md, "Dynamic shapes").
 
-``install()`` extends the check with the divisors those recorded guards give each size symbol,
-carried through products, powers and sums. It only adds facts that hold for every size the
+``install()`` extends the check with the divisors those recorded guards give each size symbol
+(or other size expression they name), carried through products, powers and sums. It only adds facts that hold for every size the
 graph accepts, so every Inductor kernel may use them.
 """
 
@@ -23,33 +23,38 @@ import sympy
 from ._undo import replace_attribute
 
 
-def symbol_divisors(divisible) -> dict[sympy.Symbol, int]:
-    """``{s: d}``: ``s`` is a multiple of ``d``, from ``Mod(k * s, m) == 0`` facts (``m / gcd(k, m)``)."""
-    divisors: dict[sympy.Symbol, int] = {}
+def symbol_divisors(divisible) -> dict[sympy.Expr, int]:
+    """``{e: d}``: ``e`` is a multiple of ``d``, from ``Mod(k * e, m) == 0`` facts (``m / gcd(k, m)``).
+
+    ``e`` is a size symbol, or any other size expression a guard named: an output size from a
+    scale factor (``TruncToInt(1.5*ToFloat(s0))``), a product of sizes."""
+    divisors: dict[sympy.Expr, int] = {}
     for fact in divisible:
         base, modulus = fact.args
-        coefficient, symbol = sympy.sympify(base).as_coeff_Mul()
-        if not (modulus.is_Integer and coefficient.is_Integer and isinstance(symbol, sympy.Symbol)):
+        coefficient, expr = sympy.sympify(base).as_coeff_Mul()
+        if not (modulus.is_Integer and coefficient.is_Integer and expr.free_symbols):
             continue
         divisor = int(modulus) // math.gcd(int(coefficient), int(modulus))
-        divisors[symbol] = math.lcm(divisors.get(symbol, 1), divisor)
+        divisors[expr] = math.lcm(divisors.get(expr, 1), divisor)
     return divisors
 
 
-def known_divisor(expr, divisors: dict[sympy.Symbol, int]) -> int:
+def known_divisor(expr, divisors: dict[sympy.Expr, int]) -> int:
     """A ``d`` with ``expr`` a multiple of ``d`` for every value of its symbols (0 for zero)."""
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         return abs(int(expr))
-    if isinstance(expr, sympy.Symbol):
-        return divisors.get(expr, 1)
+    known = divisors.get(expr, 1)
     if isinstance(expr, sympy.Mul):
-        return math.prod(known_divisor(factor, divisors) for factor in expr.args)
+        coefficient, rest = expr.as_coeff_Mul()  # 2*s*t: a guard may have named s*t
+        if coefficient.is_Integer:
+            known = math.lcm(known, abs(int(coefficient)) * divisors.get(rest, 1))
+        return math.lcm(known, math.prod(known_divisor(factor, divisors) for factor in expr.args))
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        return known_divisor(expr.base, divisors) ** int(expr.exp)
+        return math.lcm(known, known_divisor(expr.base, divisors) ** int(expr.exp))
     if isinstance(expr, sympy.Add):
-        return math.gcd(*(known_divisor(term, divisors) for term in expr.args))
-    return 1
+        return math.lcm(known, math.gcd(*(known_divisor(term, divisors) for term in expr.args)))
+    return known
 
 
 _stock: dict[str, Callable] = {}

@@ -15,8 +15,8 @@ s, t = sympy.symbols("s t", integer=True, positive=True)
 
 def test_symbol_divisors_from_modular_facts():
     facts = {Mod(s, 16), Mod(2 * t, 16), Mod(s * t, 64)}
-    # Mod(2 t, 16) == 0 makes t a multiple of 8; a product fact says nothing about either symbol.
-    assert divisibility.symbol_divisors(facts) == {s: 16, t: 8}
+    # Mod(2 t, 16) == 0 makes t a multiple of 8; a product fact names the product, not its factors.
+    assert divisibility.symbol_divisors(facts) == {s: 16, t: 8, s * t: 64}
 
 
 def test_known_divisor_through_products_powers_and_sums():
@@ -28,6 +28,25 @@ def test_known_divisor_through_products_powers_and_sums():
     assert divisibility.known_divisor(s + 1, divisors) == 1
     assert divisibility.known_divisor(sympy.Integer(0), divisors) == 0
     assert divisibility.known_divisor(sympy.Symbol("u", integer=True), divisors) == 1
+    assert divisibility.known_divisor(2 * s * t, {s * t: 64}) == 128  # a named product
+
+
+def test_installed_check_uses_a_guard_on_a_scaled_size():
+    """An output size from a scale factor is an expression, not a symbol: a guard on it gives
+    the sizes built from it (the kernel's numel, its strides) their divisor."""
+    from torch._dynamo.source import ConstantSource
+    from torch._inductor.sizevars import SizeVarAllocator
+
+    env = ShapeEnv()
+    symbol = env.create_symbol(64, ConstantSource("x_size"))
+    scaled = torch.sym_int(torch.sym_float(env.create_symintnode(symbol, hint=64)) * 1.5)  # 96
+    sizevars = SizeVarAllocator(env)
+    size = scaled.node.expr
+    assert not sizevars.statically_known_multiple_of(size, 16)
+    assert bool(scaled % 16 == 0)  # a guard: recorded in env.divisible
+    for multiple in (size, size**3, 2 * symbol * size**2):
+        assert sizevars.statically_known_multiple_of(multiple, 16), multiple
+    assert not sizevars.statically_known_multiple_of(size + 1, 16)
 
 
 def _sizevars_after_guard(size: int, modulus: int, coefficient: int = 1):
