@@ -66,23 +66,26 @@ def _channels_last(buffer) -> bool:
     return len(stride) in (4, 5) and stride[1] == 1
 
 
-# Buffer ranks whose contiguous kernels alone tile in nd where a flat index would divide by a
-# runtime size (4: the 2d upsample's; a 3d x1.5 forward took 102 us flat, 169 tiled).
+# Buffer ranks whose contiguous kernels alone tile in nd with dynamic sizes (4: the 2d
+# upsample's; a 3d x1.5 forward took 102 us flat, 169 tiled).
 ND_TILED_CONTIGUOUS_RANKS = (4,)
+# Below this static row length a tiled kernel's blocks run past the rows' ends more than the
+# flat kernel's constant divisions cost (x1.5 f16 to 300: flat 66.6 us, tiled 72.5).
+ND_MIN_STATIC_ROW = 1024
 
 
-def _divides_by_runtime_rows(buffer) -> bool:
-    """Whether a contiguous buffer's flat index divides by a runtime size: its innermost size
-    is symbolic, not a constant the division becomes a multiply-shift by."""
+def _tiled_rows(buffer) -> bool:
+    """Whether a contiguous buffer's kernel, with dynamic sizes, tiles rows and columns: a
+    rank of ``ND_TILED_CONTIGUOUS_RANKS`` and rows of runtime length (a flat index would divide
+    by it per element) or of at least ``ND_MIN_STATIC_ROW`` elements."""
     try:
         size = buffer.get_size()
     except (AttributeError, NotImplementedError):
         return False
-    return (
-        len(size) in ND_TILED_CONTIGUOUS_RANKS
-        and not _channels_last(buffer)
-        and bool(sympy.sympify(size[-1]).free_symbols)
-    )
+    if len(size) not in ND_TILED_CONTIGUOUS_RANKS or _channels_last(buffer):
+        return False
+    row = sympy.sympify(size[-1])
+    return bool(row.free_symbols) or int(row) >= ND_MIN_STATIC_ROW
 
 
 def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
@@ -97,10 +100,12 @@ def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
     analysis scores the upsample's read, broadcast along output rows, for the row variable and
     splits the kernel in 2d, which loses to the flat kernel (FPN merge contiguous 185 -> 151 us
     static, 186 -> 155 us dynamic; UNet skip cat 366 -> 196 / 371 -> 284 us). A kernel of the
-    upsample alone tiles in nd where its flat index would divide by a runtime row length
-    (``_divides_by_runtime_rows``: (8,64,200,200) x1.5 f16 forward with a symbolic size 143 ->
-    85 us, (4,3,1234,1345)->(2345,2456) f32 223 -> 108), else keeps Inductor's choice (a
-    static x1.5 gather: flat 67 us, 2d 43 us).
+    upsample alone, contiguous 4-d with dynamic sizes, tiles in nd (``_tiled_rows``): with a
+    runtime row length its flat index divides by it per element ((8,64,200,200) x1.5 f16
+    forward, symbolic size: flat 149 us, tiled 86; (4,3,1234,1345)->(2345,2456) f32 223 ->
+    108), and with long static rows the tiled kernel computes the gather's column index once
+    per column (literal size (2345, 2456): 121.5 -> 102.7). Elsewhere Inductor's choice stays
+    (a static x1.5 gather: flat 67 us, 2d 43 us).
     """
     buffers = package_buffers(node_schedule)
     if not buffers or reduction_numel != 1:
@@ -112,7 +117,7 @@ def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
         _from_repeat_op(o) for buffer in buffers for o in buffer.origins
     ):
         return {"triton.max_tiles": 1}
-    if any(_divides_by_runtime_rows(buffer) for buffer in buffers):
+    if dynamic and any(_tiled_rows(buffer) for buffer in buffers):
         return {"triton.prefer_nd_tiling": True}
     return {}
 

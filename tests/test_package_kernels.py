@@ -58,29 +58,34 @@ def test_tiling_settings():
     assert settings(alone, 64 * s0, 1) == {}
     assert settings(cl, 64 * s0, 1) == {"triton.prefer_nd_tiling": True}  # dynamic channels-last
     assert settings(cl, 4096, 1) == {}
-
-
-def test_tiling_settings_of_contiguous_rows():
-    """A contiguous 4-d kernel alone tiles in nd where its row length is a runtime size."""
-    settings = package_kernels.tiling_settings
-    rows = (8, 64, s0, s0)
-    runtime_rows = _schedule(_buffer(UPSAMPLE, size=rows, stride=(64 * s0**2, s0**2, s0, 1)))
-    assert settings(runtime_rows, 512 * s0**2, 1) == {"triton.prefer_nd_tiling": True}
-    # a static row length (a literal output size, the input's sizes symbolic): a division by a
-    # constant, and Inductor's choice
-    static_rows = _schedule(_buffer(UPSAMPLE, size=(8, s0, 300, 300), stride=(90000 * s0, 90000, 300, 1)))
-    assert settings(static_rows, 720000 * s0, 1) == {}
-    # other ranks keep Inductor's choice; fused kernels stay flat
-    volume = _schedule(_buffer(UPSAMPLE, size=(2, 32, s0, s0, s0), stride=(32 * s0**3, s0**3, s0**2, s0, 1)))
-    assert settings(volume, 64 * s0**3, 1) == {}
-    fused = _schedule(_buffer(UPSAMPLE, aten.add.Tensor, size=rows, stride=(64 * s0**2, s0**2, s0, 1)))
-    assert settings(fused, 512 * s0**2, 1) == {"triton.max_tiles": 1}
     assert settings(fused, 4096, 16) == {}  # reductions keep Inductor's choice
     assert settings(_schedule(_buffer(aten.add.Tensor)), 4096, 1) == {}  # not ours
     # a repeat op's generated code (lowerings.repeat): flat, alone too
     repeat = _schedule(_buffer(UPSAMPLE, target=torch.ops.decomps.upsample_repeat.default))
     assert settings(repeat, 4096, 1) == {"triton.max_tiles": 1}
     assert settings(repeat, 64 * s0, 1) == {"triton.max_tiles": 1}
+
+
+def test_tiling_settings_of_contiguous_rows():
+    """A contiguous 4-d kernel alone, with dynamic sizes, tiles in nd where its rows have a
+    runtime length or a static one of at least ``ND_MIN_STATIC_ROW``."""
+    settings = package_kernels.tiling_settings
+
+    def alone(*size):
+        return _schedule(_buffer(UPSAMPLE, size=size, stride=(0, 0, size[-1], 1)))
+
+    nd = {"triton.prefer_nd_tiling": True}
+    assert settings(alone(8, 64, s0, s0), 512 * s0**2, 1) == nd
+    # a literal output size, the input's sizes symbolic
+    assert settings(alone(s0, 3, 2345, 2456), 5759320 * 3 * s0, 1) == nd
+    assert settings(alone(8, s0, 300, 300), 720000 * s0, 1) == {}  # short rows: flat
+    assert package_kernels.ND_MIN_STATIC_ROW == 1024
+    assert settings(alone(8, 64, 300, 300), 46080000, 1) == {}  # static: Inductor's choice
+    # other ranks keep Inductor's choice; fused kernels stay flat
+    volume = _schedule(_buffer(UPSAMPLE, size=(2, 32, s0, s0, s0), stride=(32 * s0**3, s0**3, s0**2, s0, 1)))
+    assert settings(volume, 64 * s0**3, 1) == {}
+    fused = _schedule(_buffer(UPSAMPLE, aten.add.Tensor, size=(8, 64, s0, s0), stride=(64 * s0**2, s0**2, s0, 1)))
+    assert settings(fused, 512 * s0**2, 1) == {"triton.max_tiles": 1}
 
 
 def _kernel(index_dtype, *buffers):
