@@ -3,3 +3,36 @@
 Each probe runs as ``python -m perf.probes.NAME`` and says in its docstring which finding it
 measures; the harness (``python -m perf``) does not use them.
 """
+
+
+def kernel_time(fn, calls: int = 20) -> float:
+    """us of GPU kernels per call (profiler): what the call costs the device, without the host."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return sum(e.time_range.elapsed_us() for e in kernels) / calls
+
+
+def start_cuda_probe(name: str) -> bool:
+    """False (with a message) without CUDA; else installs the package and turns off the compile
+    caches, whose keys do not see the switches the probes flip."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"{name} needs CUDA")
+        return False
+    import decomps  # noqa: F401  (installs the decompositions)
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+
+    inductor_config.fx_graph_cache = False
+    functorch_config.enable_autograd_cache = False
+    return True

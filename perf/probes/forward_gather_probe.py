@@ -27,7 +27,7 @@ from unittest import mock
 
 import torch
 
-from .gather_backward_probe import _kernel_time
+from perf.probes import kernel_time, start_cuda_probe
 
 ROWS = [  # (input shape, output size, dtype, memory format, call form)
     ((8, 64, 200, 200), (300, 300), "float16", "contiguous_format", "scale"),
@@ -77,7 +77,7 @@ def probe_row(shape, osize, dtype, memory_format, form) -> dict:
     x = x.contiguous(memory_format=getattr(torch, memory_format))
     f = interpolate(form, shape, osize)
     expected = f(x)
-    row = {"eager": _kernel_time(lambda: f(x))}
+    row = {"eager": kernel_time(lambda: f(x))}
     for name, (dynamic, ranks) in VARIANTS.items():
         ranks = package_kernels.ND_TILED_CONTIGUOUS_RANKS if ranks is None else ranks
         with mock.patch.object(package_kernels, "ND_TILED_CONTIGUOUS_RANKS", ranks):
@@ -85,7 +85,7 @@ def probe_row(shape, osize, dtype, memory_format, form) -> dict:
             compiled = torch.compile(f, dynamic=dynamic, fullgraph=True)
             out = compiled(x)
             assert torch.equal(out, expected), name
-            row[name] = _kernel_time(lambda: compiled(x))
+            row[name] = kernel_time(lambda: compiled(x))
     return row
 
 
@@ -93,18 +93,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.probes.forward_gather_probe")
     parser.add_argument("out_dir", type=Path)
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("forward_gather_probe needs CUDA")
+    if not start_cuda_probe("forward_gather_probe"):
         return 1
-    import decomps  # noqa: F401  (installs the decompositions)
-
-    from torch._functorch import config as functorch_config
-    from torch._inductor import config as inductor_config
-
-    # The compile caches' keys do not see the tiling switch.
-    inductor_config.fx_graph_cache = False
-    functorch_config.enable_autograd_cache = False
-
     args.out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for shape, osize, dtype, fmt, form in ROWS:

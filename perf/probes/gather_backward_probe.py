@@ -33,6 +33,7 @@ from unittest import mock
 import torch
 
 from perf import cases as perf_cases
+from perf.probes import kernel_time, start_cuda_probe
 
 ROWS = [  # (input shape, output size, dtype, memory format)
     *[((b, 3, *i), o, d, f)
@@ -49,21 +50,6 @@ def _bench(fn) -> float:
     from triton.testing import do_bench
 
     return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
-
-
-def _kernel_time(fn, calls: int = 20) -> float:
-    """us of GPU kernels per call (profiler): what the call costs the device, without the host."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return sum(e.time_range.elapsed_us() for e in kernels) / calls
 
 
 def _compiled(fn, dynamic: bool):
@@ -90,9 +76,9 @@ def probe_row(shape, osize, dtype, memory_format, mode: str) -> dict:
 
     expected = forward(x, o)
     (expected_grad,) = backward(expected)()
-    row = {"eager": _bench(backward(expected)), "eager kernels": _kernel_time(backward(expected)),
+    row = {"eager": _bench(backward(expected)), "eager kernels": kernel_time(backward(expected)),
            "eager forward": _bench(lambda: forward(x, o))}
-    row["eager forward kernels"] = _kernel_time(lambda: forward(x, o))
+    row["eager forward kernels"] = kernel_time(lambda: forward(x, o))
     every_layout = (torch.contiguous_format, torch.channels_last, torch.channels_last_3d)
     variants = {
         "generated dynamic": (True, ()),
@@ -108,8 +94,8 @@ def probe_row(shape, osize, dtype, memory_format, mode: str) -> dict:
         assert torch.equal(out, expected), name
         torch.testing.assert_close(grad, expected_grad, msg=name)  # sums in another order
         row[name] = _bench(backward(out))
-        row[f"{name} kernels"] = _kernel_time(backward(out))
-        row[f"{name} forward kernels"] = _kernel_time(lambda: compiled(x, o))
+        row[f"{name} kernels"] = kernel_time(backward(out))
+        row[f"{name} forward kernels"] = kernel_time(lambda: compiled(x, o))
         if name == "generated dynamic":
             row["generated dynamic forward"] = _bench(lambda: compiled(x, o))
     # grad_output read + grad_input written, at the device-to-device copy floor (4.25 TB/s).
@@ -122,18 +108,8 @@ def main(argv=None) -> int:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--mode", default="nearest", choices=perf_cases.MODES)
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("gather_backward_probe needs CUDA")
+    if not start_cuda_probe("gather_backward_probe"):
         return 1
-    import decomps  # noqa: F401  (installs the decompositions)
-
-    from torch._functorch import config as functorch_config
-    from torch._inductor import config as inductor_config
-
-    # The compile caches' keys do not see the rule's switch.
-    inductor_config.fx_graph_cache = False
-    functorch_config.enable_autograd_cache = False
-
     args.out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for shape, osize, dtype, fmt in ROWS:
