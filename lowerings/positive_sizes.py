@@ -41,7 +41,13 @@ def simplify(self, expr):
     if not (isinstance(expr, sympy.Expr) and expr.has(Max)):
         return expr
 
+    known = self.shape_env.var_to_range
+
     def proves_at_least_one(x):
+        # Only over the shape env's symbols: Inductor's own (``ks0``, loop variables) have no
+        # range there.
+        if not x.free_symbols <= known.keys():
+            return False
         return bool(self.shape_env._maybe_evaluate_static(sympy.Ge(x, 1)))
 
     replacements = proven_maxima(expr, proves_at_least_one)

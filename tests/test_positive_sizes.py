@@ -41,6 +41,16 @@ def test_installed_simplify_drops_proven_maxima():
     assert sizevars.simplify(Max(1, unbounded)) == Max(1, unbounded)
 
 
+def test_installed_simplify_leaves_inductors_own_symbols():
+    """Inductor simplifies indices over its own symbols too (``ks0`` for a precomputed size, loop
+    variables): the shape env has no range for them, so their maxima stay."""
+    sizevars, scaled, _ = _sizevars_with_scaled_size()
+    ks0 = sympy.Symbol("ks0", integer=True)
+    x0 = sympy.Symbol("x0", integer=True, nonnegative=True)
+    expr = x0 * Max(1, ks0) + Max(1, scaled)
+    assert sizevars.simplify(expr) == sympy.expand(x0 * Max(1, ks0) + scaled)
+
+
 def test_uninstalled_simplify_is_stock():
     sizevars, scaled, _ = _sizevars_with_scaled_size()
     decomps.uninstall()
