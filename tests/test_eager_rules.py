@@ -88,6 +88,47 @@ class TestEagerRules(TestCase):
                         self.assertFalse(lossy_round_trip, msg=f"{op} {inner} -> {outer}:\n{graph}")
 
 
+class TestFloat32Centres(TestCase):
+    """CUDA's nearest-exact index ``floorf((o + 0.5) * scale)`` is a double product rounded to
+    float; below ``FLOAT32_EXACT_CENTRES`` output positions it is one float32 product."""
+
+    RULE = eager_rules.Rule(exact=True)
+
+    def _scales(self):
+        g = torch.Generator().manual_seed(0)
+        fixed = [0.5, 1 / 3, 0.7, 1.5, 2.0, 1234 / 2345, 2345 / 1234, 200 / 300, 1e-3, 123.456]
+        scales = [eager_rules.round_to_float32(s) for s in fixed]
+        scales += torch.rand(40, generator=g, dtype=torch.float64).mul(4).to(torch.float32).tolist()
+        return scales
+
+    def test_float32_product_equals_the_double_product_below_the_bound(self):
+        g = torch.Generator().manual_seed(1)
+        bound = eager_rules.FLOAT32_EXACT_CENTRES
+        o = torch.cat([torch.arange(4096), torch.randint(0, bound, (100000,), generator=g), torch.arange(bound - 4096, bound)])
+        for scale in self._scales():
+            for s in (scale, torch.tensor(scale, dtype=torch.float32)):  # static and symbolic forms
+                double = eager_rules.raw_source_index(o, s, self.RULE)
+                single = eager_rules.raw_source_index(o, s, self.RULE, in_float32=True)
+                self.assertTrue(torch.equal(double, single), msg=f"scale {scale}")
+
+    def test_the_bound_is_needed(self):
+        # 2**23 + 2.5 rounds to 2**23 + 2 in float32: 0.75 times it is 6291457.5, where the double
+        # product 6291457.875 rounds to 6291458.0
+        o = torch.tensor([eager_rules.FLOAT32_EXACT_CENTRES + 2])
+        double = eager_rules.raw_source_index(o, 0.75, self.RULE)
+        single = eager_rules.raw_source_index(o, 0.75, self.RULE, in_float32=True)
+        self.assertEqual((double.item(), single.item()), (6291458, 6291457))
+
+    def test_which_rules_and_sizes(self):
+        bound = eager_rules.FLOAT32_EXACT_CENTRES
+        self.assertTrue(eager_rules.float32_centres(bound, self.RULE))
+        self.assertFalse(eager_rules.float32_centres(bound + 1, self.RULE))
+        self.assertFalse(eager_rules.float32_centres(10, eager_rules.Rule(exact=False)))
+        self.assertFalse(eager_rules.float32_centres(10, eager_rules.Rule(exact=True, double=True)))
+        cpu_exact = eager_rules.Rule(exact=True, centre_shift=True)
+        self.assertFalse(eager_rules.float32_centres(10, cpu_exact))
+
+
 class TestCpuKernelChoice(TestCase):
     def test_cpu_kernels_agree_for_nearest_without_scale(self):
         """forward_rule decides nothing (and guards nothing) for nearest without an explicit scale
