@@ -230,7 +230,9 @@ def float32_centres(osize, rule: Rule) -> bool:
     values rounded to float is their float32 product (48 significant bits fit a double). Float32
     index math runs about 1.2x faster in a GPU kernel (docs/findings.md, finding 1). Under a guard
     where the example size meets it; else the float64 form, exact for every size."""
-    return rule.exact and not rule.centre_shift and not rule.double and holds_where_taken(osize <= FLOAT32_EXACT_CENTRES)
+    if not rule.exact or rule.centre_shift or rule.double:
+        return False
+    return holds_where_taken(osize <= FLOAT32_EXACT_CENTRES)
 
 
 def raw_source_index(o: Tensor, scale, rule: Rule, in_float32: bool = False) -> Tensor:

@@ -3,8 +3,9 @@
 ``install(table)`` puts the package's decompositions into Inductor's decomposition table (which
 AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
 every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
-the package's integer-repeat ops (``repeat``) and three code generation facts (``divisibility``,
-``positive_sizes``, ``package_kernels``). It returns a callable that restores Inductor's stock state exactly.
+the package's integer-repeat ops (``repeat``) and three code generation facts
+(``divisibility``, ``positive_sizes``, ``package_kernels``). It returns a callable that restores
+Inductor's stock state exactly.
 """
 
 from __future__ import annotations

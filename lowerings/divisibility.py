@@ -9,8 +9,8 @@ multiple of 16, and torch 2.13's structural check cannot prove ``2*s0`` one afte
 uses those sizes (docs/findings.md, "Dynamic shapes").
 
 ``install()`` extends the check with the divisors those recorded guards give each size symbol
-(or other size expression they name), carried through products, powers and sums. It only adds facts that hold for every size the
-graph accepts, so every Inductor kernel may use them.
+(or other size expression they name), carried through products, powers and sums. It only adds
+facts that hold for every size the graph accepts, so every Inductor kernel may use them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import sympy
 from ._undo import replace_attribute
 
 
-def symbol_divisors(divisible) -> dict[sympy.Expr, int]:
-    """``{e: d}``: ``e`` is a multiple of ``d``, from ``Mod(k * e, m) == 0`` facts (``m / gcd(k, m)``).
+def guarded_divisors(divisible) -> dict[sympy.Expr, int]:
+    """``{e: d}``: ``e`` is a multiple of ``d``, from ``Mod(k * e, m) == 0`` facts
+    (``m / gcd(k, m)``).
 
     ``e`` is a size symbol, or any other size expression a guard named: an output size from a
     scale factor (``TruncToInt(1.5*ToFloat(s0))``), a product of sizes."""
@@ -69,7 +70,7 @@ def statically_known_multiple_of(self, numerator, denominator) -> bool:
     divisible = getattr(self.shape_env, "divisible", None)
     if not divisible:
         return False
-    return known_divisor(numerator, symbol_divisors(divisible)) % int(denominator) == 0
+    return known_divisor(numerator, guarded_divisors(divisible)) % int(denominator) == 0
 
 
 def install() -> Callable[[], None]:

@@ -13,10 +13,10 @@ from lowerings import divisibility
 s, t = sympy.symbols("s t", integer=True, positive=True)
 
 
-def test_symbol_divisors_from_modular_facts():
+def test_guarded_divisors_from_modular_facts():
     facts = {Mod(s, 16), Mod(2 * t, 16), Mod(s * t, 64)}
     # Mod(2 t, 16) == 0 makes t a multiple of 8; a product fact names the product, not its factors.
-    assert divisibility.symbol_divisors(facts) == {s: 16, t: 8, s * t: 64}
+    assert divisibility.guarded_divisors(facts) == {s: 16, t: 8, s * t: 64}
 
 
 def test_known_divisor_through_products_powers_and_sums():
