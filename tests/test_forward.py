@@ -200,7 +200,12 @@ class TestShortPeriods(TestCase):
 class TestForwardGraphs(TestCase):
     """The decomposition's graph for three typical cases (static shapes, CPU)."""
 
-    def _graph(self, fn, x):
+    def _graph(self, fn, x, generated=False):
+        """The traced graph's code; ``generated``: under ``generated_code()`` (no ATen kernels,
+        no repeat ops), as on other devices and while exporting."""
+        if generated:
+            with generated_code():
+                return self._graph(fn, x)
         return make_fx(fn, decomposition_table=TABLE)(x).code.strip()
 
     def test_graph_2x_is_repeat_op(self):
@@ -214,8 +219,7 @@ def forward(self, x_1):
     def test_graph_2x_is_expand_reshape(self):
         # The generated code of the same call: other devices, exporting.
         x = torch.randn(1, 2, 3, 4)
-        with generated_code():
-            code = self._graph(lambda x: aten.upsample_nearest2d(x, [6, 8]), x)
+        code = self._graph(lambda x: aten.upsample_nearest2d(x, [6, 8]), x, generated=True)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
     view = torch.ops.aten.view.default(x_1, [1, 2, 3, 1, 4, 1]);  x_1 = None
@@ -237,8 +241,7 @@ def forward(self, x_1):
     def test_graph_non_integer_ratio_gathers(self):
         # The generated code of the same call: other devices, channels-last, exporting.
         x = torch.randn(1, 2, 3, 4)
-        with generated_code():
-            code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x)
+        code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x, generated=True)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
     arange = torch.ops.aten.arange.default(5, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
