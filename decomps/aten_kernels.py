@@ -1,8 +1,8 @@
 """ATen's own nearest kernels as custom ops: the extern call a decomposition returns where
 ``kernel_choice`` picks eager's kernel over generated code.
 
-Inductor lowers an op it has no lowering for as an extern call (a ``FallbackKernel``) that runs
-the op's eager implementation, here ATen's ``upsample_nearest*`` kernel of the rank and mode.
+Inductor lowers them as an extern call (a ``FallbackKernel``) of ATen's ``upsample_nearest*`` op
+of the rank and mode (``lowerings.aten_kernels``); the Python kernels below serve other tracers.
 The fake kernels give eager's output meta (shape, dtype, memory format). One op per direction;
 the rank comes from ``output_size``, one scale per spatial dim (None: not given).
 

@@ -75,19 +75,37 @@ MAX_PERIOD_SUMS = 8
 PERIOD_MIN_RANK = {"cpu": 1, "cuda": 2}
 
 
-def _sum_periods(g: Tensor, period: short_periods.Period) -> Tensor:
-    """``out[.., m p + j] = sum(g[.., m q + table[j] : m q + table[j + 1]])``: the window sums of
-    each period of g's last dim, from slices, concatenated."""
-    periods = g.unflatten(-1, (g.shape[-1] // period.outputs, period.outputs))
-    last = periods.dim() - 1
+# Device types whose outer dims with symbolic sizes sum their periods too, up to this rank, where
+# every dim inside them gathers no index; the alternative is ATen's kernel
+# (kernel_choice.aten_backward). On an H200, backward kernels per call with dynamic shapes (us,
+# sums of periods / ATen's; perf/probes/gather_backward_probe.py, 2026-11-23): x1.5 f16
+# (8, 64, 200, 200) 104.6 / 117.2; 3d x1.5 (2, 32, 64, 64, 64) f32 200.5 / 201.5, bf16 249.4 / 200.1.
+OUTER_PERIOD_DEVICES = ("cuda",)
+OUTER_PERIOD_MAX_RANK = 2
+
+
+def _outer_period_applies(grad_output: Tensor, static: bool) -> bool:
+    rank = grad_output.dim() - 2
+    return not static and grad_output.device.type in OUTER_PERIOD_DEVICES and rank <= OUTER_PERIOD_MAX_RANK
+
+
+def _sum_periods(g: Tensor, period: short_periods.Period, dim: int) -> Tensor:
+    """``out[.., m p + j, ..] = sum(g[.., m q + table[j] : m q + table[j + 1], ..])`` along
+    ``dim``: the window sums of each of its periods, from slices, concatenated."""
+    periods = g.unflatten(dim, (g.shape[dim] // period.outputs, period.outputs))
+    within = dim + 1
     sums = []
     for start, end in zip(period.table, period.table[1:]):
         if end == start:  # no output reads this input
-            sums.append(torch.zeros_like(periods.narrow(last, 0, 1)))
+            sums.append(torch.zeros_like(periods.narrow(within, 0, 1)))
             continue
-        window = periods.narrow(last, start, end - start)
-        sums.append(window.sum(last, keepdim=True) if end - start > 1 else window)
-    return torch.cat(sums, last).flatten(-2)
+        # adds in eager's order, not a sum: a reduction would keep Inductor from fusing the cat
+        # into its users (another dim's sums), and realize each slice on its own
+        total = periods.narrow(within, start, 1)
+        for k in range(start + 1, end):
+            total = total + periods.narrow(within, k, 1)
+        sums.append(total)
+    return torch.cat(sums, within).flatten(dim, within)
 
 
 def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, last, identity_if):
@@ -210,29 +228,30 @@ def upsample_nearest_backward(
     rule = eager_rules.window_rule(grad_output.device, exact)
     patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
 
-    period = None
+    static = [size_conditions.is_static(i, o) for i, o in zip(isizes, output_size)]
+    periods = {}  # spatial dim -> its Period, innermost first
     sliceable = n >= PERIOD_MIN_RANK.get(grad_output.device.type, math.inf)
     sliceable = sliceable and memory_format == torch.contiguous_format
-    if sliceable and patterns[-1] is None:
-        # The innermost dim only, as in the forward: outer dims gather whole rows.
-        period = short_periods.window_period(
-            isizes[-1], output_size[-1], scales[-1], rule, MAX_PERIOD_SUMS
-        )
-        if period is not None:
-            patterns[-1] = Pattern("identity")  # after the sums: equal sizes, unit windows
-    static = [size_conditions.is_static(i, o) for i, o in zip(isizes, output_size)]
+    for d in reversed(range(n) if sliceable else ()):
+        if patterns[d] is None and (d == n - 1 or _outer_period_applies(grad_output, static[d])):
+            period = short_periods.window_period(isizes[d], output_size[d], scales[d], rule, MAX_PERIOD_SUMS)
+            if period is not None:
+                periods[d] = period
+                patterns[d] = Pattern("identity")  # after the sums: equal sizes, unit windows
+        if patterns[d] is None:
+            break  # outer dims gather whole rows
     if kernel_choice.aten_backward(grad_output, patterns, static):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
-    if period is None and kernel_choice.repeat_op(grad_output, patterns):
+    if not periods and kernel_choice.repeat_op(grad_output, patterns):
         rows, factors, back = repeats.channels_last_rows(grad_output, index_patterns.repeat_factors(patterns))
         return back(repeat_kernels.upsample_repeat_backward(rows, factors))
 
     g = grad_output.to(repeats.accumulation_dtype(dtype))
     concatenated = None
-    if period is not None:
-        g = concatenated = _sum_periods(g, period)
-        output_size = [*output_size[:-1], isizes[-1]]
-        scales = [*scales[:-1], None]
+    for d, period in periods.items():
+        g = concatenated = _sum_periods(g, period, 2 + d)
+        output_size = [*output_size[:d], isizes[d], *output_size[d + 1:]]
+        scales = [*scales[:d], None, *scales[d + 1:]]
 
     if all(p is not None for p in patterns):
         for d, p in enumerate(patterns):

@@ -21,6 +21,7 @@ a float64 -> float32 -> float64 chain, which Inductor may fold (see ``widen``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 import struct
 
@@ -235,33 +236,41 @@ def float32_centres(osize, rule: Rule) -> bool:
     return holds_where_taken(osize <= FLOAT32_EXACT_CENTRES)
 
 
-def raw_source_index(o: Tensor, scale, rule: Rule, in_float32: bool = False) -> Tensor:
-    """``src(o)`` before the clamp to ``isize - 1``; ``o`` is int64 (any shape).
+def _truncate(value: Tensor, dtype: torch.dtype) -> Tensor:
+    """``floorf`` of a float32 ``value >= 0`` as an integer: a truncating convert, which is floor
+    there (one op less per element and dim in the kernel)."""
+    return value.to(dtype)
+
+
+def raw_source_index(o: Tensor, scale, rule: Rule, in_float32: bool = False, dtype=torch.int64) -> Tensor:
+    """``src(o)`` before the clamp to ``isize - 1``; ``o`` is int64 (any shape), the result
+    ``dtype``.
 
     Each float32 rounding of eager is one float32 op or one float64 -> float32 convert here,
     never a float64 -> float32 -> float64 chain (graph passes may fold those, see ``widen``).
-    ``in_float32``: ``float32_centres`` holds for every ``o``.
+    A float64 -> float32 convert keeps its ``floor`` before the integer convert, so that no pass
+    can fold the two converts into one. ``in_float32``: ``float32_centres`` holds for every ``o``.
     """
     if rule.centre_shift:
         # area_pixel_compute_source_index(scale, o, align_corners=False) then floorf(r + 0.5).
         centre = (o.to(F64) + 0.5) * widen(scale)  # exact in float64
         if rule.double:
             shifted = centre - 0.5  # float64 throughout (FMA would differ in the last bit only)
-            return _floor_f32(shifted.clamp_min(0.0) + 0.5)
+            return _floor_f32(shifted.clamp_min(0.0) + 0.5).to(dtype)
         if rule.fma:
             shifted = (centre - 0.5).to(F32)  # fmaf: exact value, one rounding
         else:
             shifted = centre.to(F32) - 0.5  # two float32 roundings
-        return (shifted.clamp_min(0.0) + 0.5).floor().to(torch.int64)
+        return _truncate(shifted.clamp_min(0.0) + 0.5, dtype)
     if rule.exact:
         # ``(o + 0.5) * scale`` is a double product in eager, exact, then rounded to float.
         if in_float32:
-            return ((o.to(F32) + 0.5) * scale).floor().to(torch.int64)
-        return _floor_f32((o.to(F64) + 0.5) * widen(scale))
+            return _truncate((o.to(F32) + 0.5) * scale, dtype)
+        return _floor_f32((o.to(F64) + 0.5) * widen(scale)).to(dtype)
     if rule.double:
-        return _floor_f32(o.to(F64) * scale)
+        return _floor_f32(o.to(F64) * scale).to(dtype)
     # ``int64 * float`` in eager: o converted to float, one float32 product.
-    return (o.to(F32) * scale).floor().to(torch.int64)
+    return _truncate(o.to(F32) * scale, dtype)
 
 
 def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | KernelChoice) -> Tensor:
@@ -283,9 +292,32 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
 
     def formula() -> Tensor:
         s = forward_scale(isize, osize, scale, rule.double)
-        return raw_source_index(o, s, rule, float32_centres(osize, rule)).clamp_max(isize - 1)
+        in_float32 = float32_centres(osize, rule)
+        if is_static(isize, osize) and _static_in_range(isize, osize, s, rule, in_float32):
+            # no clamp, and 32-bit index math, as Inductor's own lowering has
+            return raw_source_index(o, s, rule, in_float32, torch.int32)
+        return raw_source_index(o, s, rule, in_float32).clamp_max(isize - 1)
 
     return with_special_cases(special, isize, osize, formula)
+
+
+def _static_in_range(isize: int, osize: int, scale, rule: Rule, in_float32: bool) -> bool:
+    """Whether a float32-product rule's largest index, at the last output position (the map does
+    not decrease), is below ``isize`` without the clamp, and ``isize`` fits 32 bits. Evaluated on
+    the host in Python floats: a product of two float32 values is exact in a double, so one
+    rounding to float32 is eager's float32 product."""
+    if rule.centre_shift or rule.double or (rule.exact and not in_float32):
+        return False
+    if not (0 < isize <= torch.iinfo(torch.int32).max and osize > 0 and isinstance(scale, float)):
+        return False
+    o = round_to_float32(osize - 1)
+    if rule.exact:
+        o = round_to_float32(o + 0.5)
+    try:
+        last = round_to_float32(o * scale)
+    except OverflowError:  # past float32's range: the clamp decides
+        return False
+    return math.isfinite(last) and math.floor(last) <= isize - 1
 
 
 def with_special_cases(special, isize, osize, formula) -> Tensor:

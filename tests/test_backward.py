@@ -219,6 +219,40 @@ class TestBackward(TestCase):
             slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
             self.assertEqual(slices, cpu or len(osize) > 1, msg=(isize, osize))  # CUDA: 2d, 3d
 
+    def test_outer_short_periods_with_symbolic_sizes(self, device):
+        """With symbolic sizes, every dim whose windows repeat with a short period sums slices,
+        outer dims too where each dim inside them gathers no index (backward.OUTER_PERIOD_DEVICES
+        and OUTER_PERIOD_MAX_RANK, here this device and 3d): no gather, no ATen kernel; a dim
+        without a short period keeps the window gather and the dims outside it too."""
+        cases = [  # isize, osize, concatenations (one per summed dim), gathered dims
+            ([8, 10], [12, 15], 2, 0), ([4, 6, 8], [6, 9, 12], 3, 0), ([8, 5], [12, 10], 1, 0),
+            ([8, 10], [12, 17], 0, 2), ([9, 10], [13, 15], 1, 1), ([200, 200], [300, 300], 2, 0),
+        ]
+        devices = (torch.device(device).type,)
+        for (isize, osize, cats, gathered), exact, dtype in itertools.product(
+            cases, (False, True), (torch.float32, torch.bfloat16)
+        ):
+            op = backward_op(len(osize), exact)
+            g = torch.randn([2, 3] + osize, dtype=dtype, device=device)
+            x = torch.empty([2, 3] + isize, device=device)
+
+            def backward(g, x):
+                return TABLE[op](g, list(g.shape[2:]), list(x.shape))
+
+            with generated_code(), mock.patch.object(backward_decompositions, "OUTER_PERIOD_DEVICES", devices), \
+                    mock.patch.object(backward_decompositions, "OUTER_PERIOD_MAX_RANK", 3):
+                graph = make_fx(backward, tracing_mode="symbolic")(g, x)
+            msg = f"{isize} -> {osize} exact {exact} {dtype}"
+            nodes = [n.target for n in graph.graph.nodes]
+            self.assertEqual(nodes.count(torch.ops.aten.cat.default), cats, msg)
+            gathers = nodes.count(torch.ops.aten._unsafe_index.Tensor)
+            self.assertEqual(gathers > 0, gathered > 0, msg)
+            expected = op(g, osize, [2, 3] + isize)
+            actual = graph(g, x)
+            self.assertEqual(actual.stride(), expected.stride(), msg=msg)
+            tol = gradient_tolerance(g, lambda t: op(t, osize, [2, 3] + isize))
+            assert_grad_close(self, actual, expected, tol, msg)
+
     def test_half_precision_accumulates_in_float32(self, device):
         # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.
         g = torch.full((1, 1, 64), 1 + 2**-8, dtype=torch.bfloat16, device=device)

@@ -129,6 +129,36 @@ class TestFloat32Centres(TestCase):
         self.assertFalse(eager_rules.float32_centres(10, cpu_exact))
 
 
+class TestStaticIndexForm(TestCase):
+    """Static sizes whose map stays below the input size drop the clamp and index in 32 bits,
+    as Inductor's own lowering does; maps that need the clamp (an explicit scale that reads past
+    the input) keep it. The forward grids above compare both forms with eager."""
+
+    RULE = eager_rules.Rule(exact=False)
+
+    def _graph(self, isize, osize, scale):
+        return make_fx(lambda: eager_rules.source_indices(isize, osize, scale, self.RULE, "cpu"))().graph
+
+    def test_in_range_maps_drop_the_clamp(self):
+        for isize, osize, scale in [(200, 300, None), (5, 9, None), (9, 5, None), (200, 300, 1.5), (2345, 1234, None)]:
+            graph = str(self._graph(isize, osize, scale))
+            self.assertNotIn("clamp_max", graph)
+            self.assertIn("dtype: torch.int32", graph)
+
+    def test_maps_past_the_input_keep_the_clamp(self):
+        # scale 0.5 reads input 2 * o: past the input from o = 3
+        graph = str(self._graph(5, 9, 0.5))
+        self.assertIn("clamp_max", graph)
+        self.assertNotIn("torch.int32", graph)
+        self.assertFalse(eager_rules._static_in_range(5, 9, 2.0, self.RULE, False))
+        self.assertTrue(eager_rules._static_in_range(5, 9, eager_rules.round_to_float32(5 / 9), self.RULE, False))
+        # products past float32's range or not finite, and rules with float64 arithmetic: the clamp
+        for scale in (float("inf"), 3e38):
+            self.assertFalse(eager_rules._static_in_range(5, 9, scale, self.RULE, False))
+        for rule in (eager_rules.Rule(exact=True), eager_rules.Rule(exact=False, double=True)):
+            self.assertFalse(eager_rules._static_in_range(5, 9, 0.5, rule, False))
+
+
 class TestCpuKernelChoice(TestCase):
     def test_cpu_kernels_agree_for_nearest_without_scale(self):
         """forward_rule decides nothing (and guards nothing) for nearest without an explicit scale

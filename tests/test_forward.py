@@ -247,17 +247,13 @@ def forward(self, x_1):
     arange = torch.ops.aten.arange.default(5, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
     _to_copy = torch.ops.aten._to_copy.default(arange, dtype = torch.float32);  arange = None
     mul = torch.ops.aten.mul.Tensor(_to_copy, 0.6000000238418579);  _to_copy = None
-    floor = torch.ops.aten.floor.default(mul);  mul = None
-    _to_copy_1 = torch.ops.aten._to_copy.default(floor, dtype = torch.int64);  floor = None
-    clamp_max = torch.ops.aten.clamp_max.default(_to_copy_1, 2);  _to_copy_1 = None
-    view = torch.ops.aten.view.default(clamp_max, [-1, 1]);  clamp_max = None
+    _to_copy_1 = torch.ops.aten._to_copy.default(mul, dtype = torch.int32);  mul = None
+    view = torch.ops.aten.view.default(_to_copy_1, [-1, 1]);  _to_copy_1 = None
     arange_1 = torch.ops.aten.arange.default(9, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
     _to_copy_2 = torch.ops.aten._to_copy.default(arange_1, dtype = torch.float32);  arange_1 = None
     mul_1 = torch.ops.aten.mul.Tensor(_to_copy_2, 0.4444444477558136);  _to_copy_2 = None
-    floor_1 = torch.ops.aten.floor.default(mul_1);  mul_1 = None
-    _to_copy_3 = torch.ops.aten._to_copy.default(floor_1, dtype = torch.int64);  floor_1 = None
-    clamp_max_1 = torch.ops.aten.clamp_max.default(_to_copy_3, 3);  _to_copy_3 = None
-    view_1 = torch.ops.aten.view.default(clamp_max_1, [-1]);  clamp_max_1 = None
+    _to_copy_3 = torch.ops.aten._to_copy.default(mul_1, dtype = torch.int32);  mul_1 = None
+    view_1 = torch.ops.aten.view.default(_to_copy_3, [-1]);  _to_copy_3 = None
     _unsafe_index = torch.ops.aten._unsafe_index.Tensor(x_1, [None, None, view, view_1]);  x_1 = view = view_1 = None
     clone = torch.ops.aten.clone.default(_unsafe_index, memory_format = torch.contiguous_format);  _unsafe_index = None
     return clone""")

@@ -14,6 +14,7 @@ from torch._inductor.utils import run_and_get_code
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from decomps import aten_kernels, kernel_choice
+from decomps import backward as backward_decompositions
 from decomps.index_patterns import Pattern
 from perf import cases as perf_cases
 from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
@@ -160,27 +161,58 @@ def test_compiled_matches_eager_and_is_deterministic():
         torch.use_deterministic_algorithms(False)
 
 
+def _value_and_grad(fn, x, g):
+    # The gradient outside the compiled function: torch 2.15's Dynamo runs a frame that calls
+    # torch.autograd.grad in eager, compiling nothing.
+    out = fn(x)
+    return out, torch.autograd.grad(out, x, g)[0]
+
+
 def test_compiled_code_holds_the_extern_calls():
     def forward(x):
         return F.interpolate(x, scale_factor=1.5, mode="nearest")
-
-    def step(fn, x, g):
-        # The gradient outside the compiled function: torch 2.15's Dynamo runs a frame that
-        # calls torch.autograd.grad in eager, compiling nothing.
-        out = fn(x)
-        return out, torch.autograd.grad(out, x, g)[0]
 
     x = _random((1, 2, 6, 10), torch.float32).requires_grad_()
     g = _random((1, 2, 9, 15), torch.float32)
     torch._dynamo.reset()
     compiled = torch.compile(forward, backend="inductor", dynamic=True)
-    (out, grad), codes = run_and_get_code(step, compiled, x, g)
+    (out, grad), codes = run_and_get_code(_value_and_grad, compiled, x, g)
     code = "\n".join(codes)
-    assert "torch.ops.decomps.upsample_nearest.default(" in code
-    assert "torch.ops.decomps.upsample_nearest_backward.default(" in code
-    expected, expected_grad = step(forward, x, g)
+    # ATen's ops themselves (lowerings.aten_kernels), not the package's ops around them
+    assert "torch.ops.aten.upsample_nearest2d.default(" in code
+    assert "torch.ops.aten.upsample_nearest2d_backward.default(" in code
+    assert "torch.ops.decomps.upsample_nearest.default(" not in code
+    assert "torch.ops.decomps.upsample_nearest_backward.default(" not in code
+    expected, expected_grad = _value_and_grad(forward, x, g)
     _same(out, expected)
     _same(grad, expected_grad)
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_generated_code_calls_atens_ops(rank, dynamic):
+    """lowerings.aten_kernels: the generated code calls ATen's op of the rank and mode, except
+    the 3d backward with symbolic sizes (ATen's meta there takes concrete sizes only), which
+    keeps the package's op; eager's values and strides either way."""
+    spatial, osize, scale = GATHERS[rank][0]
+    for exact in (False, True):
+        def forward(x):
+            return forward_op(rank, exact)(x, osize, *[scale] * rank)
+
+        x = _random((2, 3, *spatial), torch.float32).requires_grad_()
+        g = _random((2, 3, *osize), torch.float32)
+        torch._dynamo.reset()
+        compiled = torch.compile(forward, backend="inductor", dynamic=dynamic)
+        (out, grad), codes = run_and_get_code(_value_and_grad, compiled, x, g)
+        code = "\n".join(codes)
+        package_backward = dynamic and rank == 3
+        assert f"torch.ops.{forward_op(rank, exact)}(" in code
+        assert (f"torch.ops.{backward_op(rank, exact)}(" in code) is not package_backward
+        assert "torch.ops.decomps.upsample_nearest.default(" not in code
+        assert (f"torch.ops.{BACKWARD_EXTERN}(" in code) is package_backward
+        expected, expected_grad = _value_and_grad(forward, x, g)
+        _same(out, expected)
+        _same(grad, expected_grad)
 
 
 def test_export_keeps_the_decomposition():
@@ -259,12 +291,12 @@ def test_choice_for_the_harness_cpu_rows():
 
 # The harness's CUDA rows (perf.cases, full matrix) whose backward gathers windows: (input
 # spatial size, output size). Contiguous, their backward takes ATen's kernel with dynamic shapes;
-# channels-last they keep generated code, as every other row (the integer factors).
+# channels-last they keep generated code, as every other row (the integer factors, and 2d x1.5,
+# (200, 200) -> (300, 300), whose dims sum slices of their periods).
 CUDA_WINDOW_GATHERS = {
     ((2345, 2456), (1234, 1345)),
     ((1234, 1345), (2345, 2456)),
     ((64, 64, 64), (96, 96, 96)),
-    ((200, 200), (300, 300)),
 }
 
 
@@ -272,7 +304,9 @@ def test_choice_for_the_harness_cuda_rows():
     """CUDA's rule, traced on CPU: the CPU rule off, CUDA's on for CPU tensors."""
     rules = [mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()),
              mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", ("cpu",)),
-             mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ())]
+             mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()),
+             mock.patch.object(backward_decompositions, "OUTER_PERIOD_DEVICES", ("cpu",)),
+             mock.patch.dict(backward_decompositions.PERIOD_MIN_RANK, {"cpu": backward_decompositions.PERIOD_MIN_RANK["cuda"]})]
     seen = set()
     for rule in rules:
         rule.start()

@@ -725,12 +725,13 @@ def test_install_touches_only_the_nearest_family():
                             "py_kernels", "cache_key_tag", "inductor codegen hooks"}
     for table in ("inductor decompositions", "select_decomp_table()", "py_kernels"):
         assert set(changed.get(table, ())) <= NEAREST_OVERLOADS, changed.get(table)
-    # Inductor's own nearest lowerings move aside; the package's repeat ops get theirs, and cat
-    # one that wraps the stock lowering (lowerings.repeat.cat)
-    repeat_ops = {torch.ops.decomps.upsample_repeat.default, torch.ops.decomps.upsample_repeat_backward.default,
-                  aten.cat.default}
-    assert set(changed["inductor lowerings"]) <= set(lowerings.STOCK_LOWERED) | repeat_ops
-    assert repeat_ops <= set(changed["inductor lowerings"])
+    # Inductor's own nearest lowerings move aside; the package's repeat ops and ATen-kernel ops
+    # get theirs, and cat one that wraps the stock lowering (lowerings.repeat.cat)
+    package_ops = {torch.ops.decomps.upsample_repeat.default, torch.ops.decomps.upsample_repeat_backward.default,
+                   torch.ops.decomps.upsample_nearest.default, torch.ops.decomps.upsample_nearest_backward.default,
+                   aten.cat.default}
+    assert set(changed["inductor lowerings"]) <= set(lowerings.STOCK_LOWERED) | package_ops
+    assert package_ops <= set(changed["inductor lowerings"])
     assert set(changed["inductor decompositions"]) == set(TABLE)
     assert "torch._decomp.decomposition_table" not in changed
     assert decomposition.select_decomp_table()[aten.upsample_nearest2d.vec] is TABLE[aten.upsample_nearest2d.vec]

@@ -10,9 +10,12 @@ cost), timed with ``triton.testing.do_bench`` (median, us), four ways:
 
 * ``eager``: ATen's kernel;
 * ``generated dynamic``: the package's decomposition, ``torch.compile(dynamic=True)``, with
-  ``kernel_choice.ATEN_SYMBOLIC_BACKWARD_DEVICES`` empty (the window gather in generated code);
-* ``extern dynamic``: the same with the rule for every layout (ATen's kernel as an extern call);
-* ``generated static``: ``dynamic=False``, where the rule never applies;
+  ``kernel_choice.ATEN_SYMBOLIC_BACKWARD_DEVICES`` and ``backward.OUTER_PERIOD_DEVICES`` empty
+  (the window gather in generated code);
+* ``periods dynamic``: the same with outer dims' short periods as sums of slices (where the
+  ratio has one; else the window gather);
+* ``extern dynamic``: ATen's kernel as an extern call, for every layout;
+* ``generated static``: ``dynamic=False``, where neither rule applies;
 
 each also as the GPU kernel time per call (profiler), which leaves out the host's cost.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -60,6 +64,7 @@ def _compiled(fn, dynamic: bool):
 def probe_row(shape, osize, dtype, memory_format, mode: str) -> dict:
     import torch.nn.functional as F
 
+    from decomps import backward as backward_decompositions
     from decomps import kernel_choice
 
     fmt = getattr(torch, memory_format)
@@ -80,14 +85,16 @@ def probe_row(shape, osize, dtype, memory_format, mode: str) -> dict:
            "eager forward": _bench(lambda: forward(x, o))}
     row["eager forward kernels"] = kernel_time(lambda: forward(x, o))
     every_layout = (torch.contiguous_format, torch.channels_last, torch.channels_last_3d)
-    variants = {
-        "generated dynamic": (True, ()),
-        "extern dynamic": (True, ("cuda",)),
-        "generated static": (False, ("cuda",)),
+    variants = {  # name: (dynamic, ATen's kernel, outer periods)
+        "generated dynamic": (True, (), ()),
+        "periods dynamic": (True, (), ("cuda",)),
+        "extern dynamic": (True, ("cuda",), ()),
+        "generated static": (False, ("cuda",), ()),
     }
-    for name, (dynamic, devices) in variants.items():
+    for name, (dynamic, devices, periods) in variants.items():
         with mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", devices), \
-                mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_LAYOUTS", every_layout):
+                mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_LAYOUTS", every_layout), \
+                mock.patch.object(backward_decompositions, "OUTER_PERIOD_DEVICES", periods):
             compiled = _compiled(forward, dynamic)
             out = compiled(x, o)
             (grad,) = backward(out)()
@@ -107,12 +114,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.probes.gather_backward_probe")
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--mode", default="nearest", choices=perf_cases.MODES)
+    parser.add_argument("--filter", default="", help="regex on 'shape->osize dtype memory_format'")
     args = parser.parse_args(argv)
     if not start_cuda_probe("gather_backward_probe"):
         return 1
     args.out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for shape, osize, dtype, fmt in ROWS:
+        if not re.search(args.filter, f"{shape}->{osize} {dtype} {fmt}"):
+            continue
         row = probe_row(shape, osize, dtype, fmt, args.mode)
         results.append({"shape": shape, "osize": osize, "dtype": dtype, "memory_format": fmt, **row})
         times = "  ".join(f"{k} {v:.1f}" for k, v in row.items() if not math.isnan(v))
