@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import torch
 
-aten = torch.ops.aten
-
-# ATen ops whose meta kernel takes concrete sizes only.
-CONCRETE_SIZE_METAS = frozenset((
-    aten.upsample_nearest1d_backward.default, aten._upsample_nearest_exact1d_backward.default,
-    aten.upsample_nearest3d_backward.default, aten._upsample_nearest_exact3d_backward.default,
-))
+# Spatial ranks whose ATen backward op has a meta kernel for symbolic sizes (both modes).
+SYMBOLIC_META_BACKWARD_RANKS = (2,)
 
 
 def _extern(op, *args):
@@ -42,12 +37,12 @@ def upsample_nearest_backward(grad_output, output_size, input_size, scales, exac
 
     from decomps.ops import BACKWARD
 
-    op = BACKWARD[(len(output_size), exact)].default
-    if op in CONCRETE_SIZE_METAS and any(isinstance(s, sympy.Expr) and not s.is_number
-                                         for s in (*output_size, *input_size)):
+    rank = len(output_size)
+    symbolic = any(isinstance(s, sympy.Expr) and not s.is_number for s in (*output_size, *input_size))
+    if symbolic and rank not in SYMBOLIC_META_BACKWARD_RANKS:
         package_op = torch.ops.decomps.upsample_nearest_backward.default
         return _extern(package_op, grad_output, output_size, input_size, scales, exact)
-    return _extern(op, grad_output, output_size, input_size, *scales)
+    return _extern(BACKWARD[(rank, exact)].default, grad_output, output_size, input_size, *scales)
 
 
 def lowerings() -> dict:
