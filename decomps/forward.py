@@ -23,6 +23,7 @@ from . import (
     checks,
     eager_rules,
     index_patterns,
+    index_tables,
     kernel_choice,
     repeat_kernels,
     repeats,
@@ -117,6 +118,9 @@ def upsample_nearest(
         p = patterns[d]
         if p is None:
             idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)
+            innermost = d == n - 1 and memory_format == torch.contiguous_format
+            if kernel_choice.index_table(input, innermost, rule, scales[d]):
+                idx = index_tables.index_table(idx)
         elif p.kind == "repeat":
             idx = o // p.factor
         else:  # identity, or a stride already applied as a slice

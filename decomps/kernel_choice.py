@@ -1,6 +1,7 @@
 """Which kernel a call site runs: the decomposition's generated code, ATen's own kernel as an
 extern call (``aten_kernels``), or the integer-repeat ops (``repeat_kernels``), which Inductor
-lowers to the package's Triton kernels or to generated code (``lowerings.repeat``).
+lowers to the package's Triton kernels or to generated code (``lowerings.repeat``); and where a
+generated gather loads its index from a table (``index_tables``).
 
 Inductor's C++ backend loads a gather along the innermost dim element by element through a
 16-element buffer; eager's contiguous kernel, a loop over precomputed offsets, is faster there
@@ -23,6 +24,7 @@ from torch import Tensor
 from torch._prims_common import suggest_memory_format
 
 from . import index_patterns
+from .eager_rules import KernelChoice, Rule
 
 # Device types whose contiguous gathers may run ATen's kernel.
 ATEN_KERNEL_DEVICES = ("cpu",)
@@ -32,6 +34,8 @@ ATEN_SYMBOLIC_BACKWARD_DEVICES = ("cuda",)
 ATEN_SYMBOLIC_BACKWARD_LAYOUTS = (torch.contiguous_format,)
 # Device types whose contiguous integer repeats become the repeat ops.
 REPEAT_KERNEL_DEVICES = ("cuda", "cpu")
+# Device types whose generated gathers may load their index from a table.
+INDEX_TABLE_DEVICES = ("cpu",)
 # Above this many taps per grad_input element, the backward sums in a reduction kernel
 # (backward.MAX_UNROLLED_TAPS): the repeat op's generated code unrolls them.
 MAX_REPEAT_TAPS = 16
@@ -85,3 +89,25 @@ def repeat_op(tensor: Tensor, patterns) -> bool:
         taps *= k
     layouts = (torch.contiguous_format, torch.channels_last) if tensor.dim() == 4 else (torch.contiguous_format,)
     return _eligible(tensor, REPEAT_KERNEL_DEVICES, layouts) and 1 < taps <= MAX_REPEAT_TAPS
+
+
+def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale: float | None) -> bool:
+    """Whether a gathered dim loads its index from a table computed once per call
+    (``index_tables``) instead of computing it wherever it is read: on CPU, where the dim is the
+    output's innermost in memory (its map is computed per element, 16 lanes per vector) or where
+    its map is float64 arithmetic (the generic kernel's nearest-exact centre shift, float64
+    input, or both CPU kernels' maps selected at run time), not while exporting.
+
+    Elsewhere the map is computed once per row or pixel in float32, as cheap as loading it: a
+    channels-last (1,3,300,400)->(600,700) nearest with a literal size took 753 us computing it
+    and 1071 us loading it (docs/design.md, "Index tables").
+
+    ``innermost``: the dim is the last spatial dim of a contiguous output; ``rule``, ``scale``:
+    the op's rule and the dim's ``scales_*`` argument.
+    """
+    if input.device.type not in INDEX_TABLE_DEVICES or torch.compiler.is_exporting():
+        return False
+    if isinstance(rule, KernelChoice):
+        rule = rule.along(scale)
+    float64_map = isinstance(rule, KernelChoice) or rule.centre_shift or rule.double
+    return innermost or float64_map

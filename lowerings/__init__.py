@@ -3,9 +3,10 @@
 ``install(table)`` puts the package's decompositions into Inductor's decomposition table (which
 AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
 every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
-the package's integer-repeat ops (``repeat``) and ATen-kernel ops (``aten_kernels``), and three
-code generation facts (``divisibility``, ``positive_sizes``, ``package_kernels``). It returns a
-callable that restores Inductor's stock state exactly.
+the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
+tables (``index_tables``), and three code generation facts (``divisibility``,
+``positive_sizes``, ``package_kernels``). It returns a callable that restores Inductor's stock
+state exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import aten_kernels, divisibility, package_kernels, positive_sizes, repeat
+from . import aten_kernels, divisibility, index_tables, package_kernels, positive_sizes, repeat
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -89,6 +90,7 @@ def install(decompositions: dict) -> Callable[[], None]:
         swap_entries(lowering.lowerings, dict.fromkeys(STOCK_LOWERED)),
         swap_entries(lowering.lowerings, repeat.lowerings(lowering.lowerings)),
         swap_entries(lowering.lowerings, aten_kernels.lowerings()),
+        swap_entries(lowering.lowerings, index_tables.lowerings()),
     ]
     if not missing_codegen_hooks():
         undo += [divisibility.install(), positive_sizes.install(), package_kernels.install()]

@@ -253,7 +253,8 @@ def forward(self, x_1):
     _to_copy_2 = torch.ops.aten._to_copy.default(arange_1, dtype = torch.float32);  arange_1 = None
     mul_1 = torch.ops.aten.mul.Tensor(_to_copy_2, 0.4444444477558136);  _to_copy_2 = None
     _to_copy_3 = torch.ops.aten._to_copy.default(mul_1, dtype = torch.int32);  mul_1 = None
-    view_1 = torch.ops.aten.view.default(_to_copy_3, [-1]);  _to_copy_3 = None
+    index_table = torch.ops.decomps.index_table.default(_to_copy_3);  _to_copy_3 = None
+    view_1 = torch.ops.aten.view.default(index_table, [-1]);  index_table = None
     _unsafe_index = torch.ops.aten._unsafe_index.Tensor(x_1, [None, None, view, view_1]);  x_1 = view = view_1 = None
     clone = torch.ops.aten.clone.default(_unsafe_index, memory_format = torch.contiguous_format);  _unsafe_index = None
     return clone""")

@@ -1,6 +1,6 @@
 """kernel_choice and aten_kernels: where a call site runs ATen's kernel as an extern call, and
 that the result is eager's (values, strides, errors) wherever it does; which call sites become
-the repeat ops."""
+the repeat ops, and which gathers load index tables."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from decomps import aten_kernels, kernel_choice
 from decomps import backward as backward_decompositions
+from decomps.eager_rules import KernelChoice, Rule
 from decomps.index_patterns import Pattern
 from perf import cases as perf_cases
 from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
@@ -346,3 +347,62 @@ def test_repeat_op_rule():
         assert not kernel_choice.repeat_op(cl3, [repeat, repeat, identity])  # channels-last 3d
         with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
             assert not kernel_choice.repeat_op(x, [repeat, repeat])
+
+
+def test_index_table_rule():
+    """kernel_choice.index_table: on CPU, a gathered dim innermost in memory, or one whose map is
+    float64 arithmetic (centre shift, float64 input, both kernels' maps); not while exporting."""
+    x = torch.empty(2, 3, 4, 5)
+    nearest, exact = Rule(exact=False), Rule(exact=True, centre_shift=True, fma=True)
+    both = KernelChoice(torch.tensor(True), Rule(exact=True, header_special=True), exact)
+    assert kernel_choice.index_table(x, True, nearest, None)  # computed per element
+    assert not kernel_choice.index_table(x, False, nearest, None)  # per row: computing is as cheap
+    assert kernel_choice.index_table(x, False, exact, None)
+    assert kernel_choice.index_table(x, False, Rule(exact=False, double=True), None)
+    assert kernel_choice.index_table(x, False, both, None)
+    # Both kernels' nearest maps agree without a scale: the generic float32 one alone.
+    both_nearest = KernelChoice(torch.tensor(True), Rule(exact=False, header_special=True), nearest)
+    assert not kernel_choice.index_table(x, False, both_nearest, None)
+    assert kernel_choice.index_table(x, False, both_nearest, 1.7)
+    assert not kernel_choice.index_table(x.to("meta"), True, exact, None)  # not among the devices
+    with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
+        assert not kernel_choice.index_table(x, True, exact, None)
+
+
+def _index_tables(case: perf_cases.Case) -> int:
+    """How many index tables the forward of a harness row loads, traced with symbolic sizes."""
+    x = torch.empty(case.shape, dtype=getattr(torch, case.dtype),
+                    memory_format=getattr(torch, case.memory_format))
+    o = torch.empty(case.osize, dtype=torch.uint8)
+
+    def fn(x, o):
+        size = case.osize if case.call_form == "literal" else tuple(o.shape)
+        return F.interpolate(x, size=size, mode=case.mode)
+
+    graph = make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o)
+    return sum(str(n.target) == "decomps.index_table.default" for n in graph.graph.nodes)
+
+
+# Index tables of harness CPU rows, both call forms: (input spatial size, output size, dtype,
+# layout, mode) -> tables. Contiguous uint8 gathers load the innermost dim's map, and in
+# nearest-exact the outer dim's centre shift; channels-last rows load the centre shift only;
+# floating-point contiguous gathers run ATen's kernel.
+INDEX_TABLE_ROWS = {
+    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): 1,
+    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): 2,
+    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): 0,
+    ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): 0,
+    ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): 2,
+    ((300, 400), (600, 700), "float32", "channels_last", "nearest"): 0,
+    ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): 1,  # H repeats
+}
+
+
+def test_index_tables_for_the_harness_cpu_rows():
+    seen = set()
+    for case in perf_cases.make_cases("cpu"):
+        key = (case.shape[2:], case.osize, case.dtype, case.memory_format, case.mode)
+        if case.kind == "interp" and case.shape[0] == 1 and key in INDEX_TABLE_ROWS:
+            seen.add(key)
+            assert _index_tables(case) == INDEX_TABLE_ROWS[key], case.name
+    assert seen == set(INDEX_TABLE_ROWS)

@@ -1,0 +1,76 @@
+"""index_tables and lowerings.index_tables: the op copies its argument; compiled, a gather's index
+table is a buffer of its own that the gather loads (no extern call), and the result is eager's
+values and strides."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from decomps import index_tables
+
+
+def test_op_copies_its_argument():
+    index = torch.arange(7) * 3
+    table = index_tables.index_table(index)
+    assert torch.equal(table, index) and table.data_ptr() != index.data_ptr()
+    with FakeTensorMode() as mode:
+        fake = index_tables.index_table(mode.from_tensor(index))
+    assert (fake.shape, fake.dtype, fake.stride()) == (index.shape, index.dtype, index.stride())
+    torch.library.opcheck(index_tables.index_table, (index,))
+
+
+# A 1-d int buffer of the output width (static, or a size symbol) in the generated wrapper.
+TABLE_BUFFER = re.compile(r"empty_strided_cpu\(\((27|s\d+|ks\d+), \), \(1, \), torch\.int(32|64)\)")
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_generated_code_stores_the_table(dynamic):
+    def fn(x):
+        return F.interpolate(x, size=(26, 27), mode="nearest-exact")
+
+    x = torch.randint(0, 256, (2, 3, 50, 40), dtype=torch.uint8)
+    torch._dynamo.reset()
+    out, codes = run_and_get_code(torch.compile(fn, dynamic=dynamic, fullgraph=True), x)
+    code = "\n".join(codes)
+    assert "decomps.index_table" not in code  # lowered, not an extern call of the op
+    assert TABLE_BUFFER.search(code), code
+    expected = fn(x)
+    assert torch.equal(out, expected) and out.stride() == expected.stride()
+
+
+SIZES = [((50, 40), (26, 27)), ((9, 13), (20, 7))]
+
+
+def _interpolate(osize, mode, call_form):
+    """``size`` as constants of the code (static under ``dynamic=True``) or from a closure
+    (symbolic)."""
+    if call_form == "literal":
+        return eval(f"lambda x: F.interpolate(x, size={osize!r}, mode={mode!r})", {"F": F})
+    return lambda x: F.interpolate(x, size=osize, mode=mode)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float64], ids=str)
+@pytest.mark.parametrize("channels", [3, 4])
+def test_compiled_gathers_are_eager_exactly(dtype, channels):
+    """Both layouts and modes, static sizes and both call forms with symbolic ones: 3
+    channels-last channels take eager's generic kernel, 4 its channels-last one (chosen at run
+    time where C is symbolic); float64 takes the float64 rule."""
+    forms = [(False, "literal"), (True, "literal"), (True, "symbolic")]
+    for (isize, osize), layout, mode, (dynamic, form) in itertools.product(
+        SIZES, (torch.contiguous_format, torch.channels_last), ("nearest", "nearest-exact"), forms
+    ):
+        x = (torch.rand(2, channels, *isize, dtype=torch.float64) * 255).to(dtype)
+        x = x.contiguous(memory_format=layout)
+        fn = _interpolate(osize, mode, form)
+        torch._dynamo.reset()
+        out = torch.compile(fn, dynamic=dynamic, fullgraph=True)(x)
+        expected = fn(x)
+        msg = (dtype, channels, isize, osize, layout, mode, dynamic, form)
+        assert torch.equal(out, expected) and out.stride() == expected.stride(), msg
