@@ -42,10 +42,11 @@ MAX_REPEAT_TAPS = 16
 
 
 def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bool:
-    """A custom op is an option: one of its devices, one of its layouts, not exporting."""
+    """A custom op is an option: one of its devices, one of its layouts (None: any), not
+    exporting."""
     return (
         tensor.device.type in devices
-        and suggest_memory_format(tensor) in layouts
+        and (layouts is None or suggest_memory_format(tensor) in layouts)
         and not torch.compiler.is_exporting()
     )
 
@@ -105,7 +106,7 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     ``innermost``: the dim is the last spatial dim of a contiguous output; ``rule``, ``scale``:
     the op's rule and the dim's ``scales_*`` argument.
     """
-    if input.device.type not in INDEX_TABLE_DEVICES or torch.compiler.is_exporting():
+    if not _eligible(input, INDEX_TABLE_DEVICES, layouts=None):
         return False
     if isinstance(rule, KernelChoice):
         rule = rule.along(scale)
