@@ -36,7 +36,7 @@ def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
     """
     # The header's special cases (osize that selects it, windows), as in the forward map
     # (``eager_rules.source_index``).
-    special = [(isize, i), (2 * isize, 2 * i)] if rule.header_special else []
+    special = [(1, i), (2, 2 * i)] if rule.header_special else []
 
     def formula() -> Tensor:
         s = forward_scale(isize, osize, scale, rule.double)
@@ -51,7 +51,7 @@ def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
         # The clamp to isize - 1 sends every later output to the last input.
         return torch.where(i >= isize, osize, base + below).clamp_max(osize)
 
-    return with_special_cases(special, isize, osize, formula)
+    return with_special_cases(special, isize, osize, scale, formula)
 
 
 def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:

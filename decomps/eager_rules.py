@@ -28,7 +28,7 @@ import struct
 import torch
 from torch import Tensor
 
-from .size_conditions import holds_where_taken, host_tensors, is_static, size_test
+from .size_conditions import holds_where_taken, host_tensors, is_static, scaled_size_differs, size_test
 
 F32 = torch.float32
 F64 = torch.float64
@@ -283,12 +283,13 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
             source_index(o, isize, osize, scale, rule.channels_last),
             source_index(o, isize, osize, scale, rule.generic),
         )
-    # Eager's special cases, checked in this order before its formula: (osize that selects it, map)
+    # Eager's special cases, checked in this order before its formula: (k where osize == k * isize
+    # selects it, map)
     special = []
     if rule.identity_if_equal or rule.header_special:
-        special.append((isize, o))
+        special.append((1, o))
     if rule.header_special:
-        special.append((2 * isize, o // 2))
+        special.append((2, o // 2))
 
     def formula() -> Tensor:
         s = forward_scale(isize, osize, scale, rule.double)
@@ -298,7 +299,7 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
             return raw_source_index(o, s, rule, in_float32, torch.int32)
         return raw_source_index(o, s, rule, in_float32).clamp_max(isize - 1)
 
-    return with_special_cases(special, isize, osize, formula)
+    return with_special_cases(special, isize, osize, scale, formula)
 
 
 def _static_in_range(isize: int, osize: int, scale, rule: Rule, in_float32: bool) -> bool:
@@ -320,18 +321,21 @@ def _static_in_range(isize: int, osize: int, scale, rule: Rule, in_float32: bool
     return math.isfinite(last) and math.floor(last) <= isize - 1
 
 
-def with_special_cases(special, isize, osize, formula) -> Tensor:
-    """Eager's special cases before its formula: the first ``(size, value)`` of ``special`` with
-    ``osize == size`` gives ``value``, else ``formula()``. Static sizes pick on the host; symbolic
-    ones select at run time, not under a guard (see size_conditions.size_test)."""
+def with_special_cases(special, isize, osize, scale, formula) -> Tensor:
+    """Eager's special cases before its formula: the first ``(k, value)`` of ``special`` with
+    ``osize == k * isize`` gives ``value``, else ``formula()``. Static sizes pick on the host;
+    symbolic ones select at run time, not under a guard (see size_conditions.size_test), except
+    where ``osize`` provably differs (an output size computed from ``scale``:
+    ``size_conditions.scaled_size_differs``)."""
     if is_static(isize, osize):
-        for size, value in special:
-            if osize == size:
+        for k, value in special:
+            if osize == k * isize:
                 return value
         return formula()
     result = formula()
-    for size, value in reversed(special):
-        result = torch.where(size_test(operator.eq, osize - size, 0), value, result)
+    for k, value in reversed(special):
+        if not scaled_size_differs(isize, osize, scale, k):
+            result = torch.where(size_test(operator.eq, osize - k * isize, 0), value, result)
     return result
 
 

@@ -28,6 +28,7 @@ from . import (
     repeat_kernels,
     repeats,
     short_periods,
+    size_conditions,
 )
 from ._registry import register
 from .ops import FORWARD
@@ -209,15 +210,6 @@ def upsample_nearest_exact3d(
     return upsample_nearest(input, output_size, [scales_d, scales_h, scales_w], exact=True)
 
 
-def _scaled_size(isize, factor):
-    """``(int64_t)(isize * factor)`` in double, as eager. An integral factor makes the product
-    exact: ``isize * k`` keeps a symbolic size a polynomial that the shape env can reason about
-    (``2 * s0``, not ``TruncToInt(2.0 * ToFloat(s0))``), so fast paths need no guard."""
-    if type(factor) in (int, float) and float(factor).is_integer():
-        return isize * int(factor)
-    return torch.sym_int(torch.sym_float(isize) * factor)
-
-
 def output_size_from_scales(input: Tensor, output_size, scale_factors, n: int):
     """``compute_output_size`` of UpSample.cpp and ``get_scale_value`` of the op's ``n`` dims,
     for the ``.vec`` overloads: the output size and the ``scales_*`` of ``.default``."""
@@ -226,7 +218,7 @@ def output_size_from_scales(input: Tensor, output_size, scale_factors, n: int):
         return list(output_size), [None] * n
     for isize, s in zip(input.shape[2:], scale_factors):
         checks.check_output_size_from_factor(isize, s)
-    sizes = [_scaled_size(isize, s) for isize, s in zip(input.shape[2:], scale_factors)]
+    sizes = [size_conditions.scaled_size(isize, s) for isize, s in zip(input.shape[2:], scale_factors)]
     checks.check_scale_count(scale_factors, n)
     return sizes, list(scale_factors)[:n]
 

@@ -17,6 +17,8 @@ on the host that a fast path equals eager's map.
 
 from __future__ import annotations
 
+import fractions
+import math
 import operator
 
 import torch
@@ -36,6 +38,34 @@ def size_test(compare, size, bound) -> bool | Tensor:
     if is_static(size):
         return compare(size, bound)
     return compare(torch.scalar_tensor(size, dtype=torch.int64), bound)
+
+
+def scaled_size(isize, factor):
+    """``(int64_t)(isize * factor)`` in double, as eager. An integral factor makes the product
+    exact: ``isize * k`` keeps a symbolic size a polynomial that the shape env can reason about
+    (``2 * s0``, not ``TruncToInt(2.0 * ToFloat(s0))``), so fast paths need no guard."""
+    if type(factor) in (int, float) and float(factor).is_integer():
+        return isize * int(factor)
+    return torch.sym_int(torch.sym_float(isize) * factor)
+
+
+def scaled_size_differs(isize, osize, scale: float | None, k: int) -> bool:
+    """Whether a symbolic ``osize`` that ``.vec`` computed from ``scale`` (``scaled_size``)
+    differs from ``k * isize`` for every size in ``isize``'s range: a proof, no guard.
+
+    ``O = trunc(fl(s * I))``, and ``k I`` and ``k I + 1`` are doubles, so rounding keeps the
+    product on their side of them: for ``s > k``, ``O >= k I + 1`` wherever ``(s - k) I >= 1``
+    (exactly, in rationals), which the range's lower bound decides (Dynamo's dynamic sizes start
+    at 2); for ``s < k``, ``O < k I`` unless ``s`` is within a rounding of ``k``.
+    """
+    if scale is None or is_static(isize, osize) or float(scale).is_integer():
+        return False
+    if not symbolic_shapes.statically_known_true(osize == scaled_size(isize, scale)):
+        return False
+    excess = fractions.Fraction(scale) - k
+    if excess < 0:
+        return -excess > fractions.Fraction(1, 2**40)
+    return symbolic_shapes.statically_known_true(isize >= math.ceil(1 / excess))
 
 
 def holds(condition) -> bool:

@@ -9,7 +9,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
 from torch.testing._internal.common_utils import TestCase, run_tests
 
-from decomps import eager_rules
+from decomps import eager_rules, size_conditions
 from tests.common import (
     INDEX_GRID,
     TABLE,
@@ -157,6 +157,32 @@ class TestStaticIndexForm(TestCase):
             self.assertFalse(eager_rules._static_in_range(5, 9, scale, self.RULE, False))
         for rule in (eager_rules.Rule(exact=True), eager_rules.Rule(exact=False, double=True)):
             self.assertFalse(eager_rules._static_in_range(5, 9, 0.5, rule, False))
+
+
+class TestSpecialCasesOfScaledSizes(TestCase):
+    """The header's special cases (``osize == isize``, ``osize == 2 * isize``) select at run time
+    for symbolic sizes, except where the output size comes from a scale factor that rules them
+    out (``size_conditions.scaled_size_differs``); either way the map is eager's."""
+
+    RULE = eager_rules.Rule(exact=False, header_special=True)
+
+    def _map(self, scale, from_scale):
+        def f(x):
+            isize = x.shape[0]
+            osize = size_conditions.scaled_size(isize, scale) if from_scale else x.shape[1]
+            return eager_rules.source_indices(isize, osize, scale, self.RULE, "cpu")
+
+        return make_fx(f, tracing_mode="symbolic")
+
+    def test_scale_factors_that_rule_them_out_drop_the_selection(self):
+        for scale, from_scale, tests in [(1.5, True, 0), (2.5, True, 0), (1.2, True, 1), (1.5, False, 2)]:
+            x = torch.empty(7, int(7 * scale))
+            graph = self._map(scale, from_scale)(x)
+            self.assertEqual(sum(n.target == aten.eq.Scalar for n in graph.graph.nodes), tests, msg=(scale, from_scale))
+            for isize in (2, 3, 4, 7, 50):
+                osize = int(isize * scale)
+                expected = eager_rules.static_source_indices(isize, osize, scale, self.RULE)
+                self.assertEqual(graph(torch.empty(isize, osize)).tolist(), expected, msg=(scale, isize))
 
 
 class TestCpuKernelChoice(TestCase):

@@ -78,6 +78,33 @@ class TestSizeConditions(TestCase):
         for (h, w), expected in (((3, 3), 0 + 1), ((3, 5), 2), ((6, 6), 3), ((2, 1), 0)):
             self.assertEqual(int(graph(torch.ones(h, w))), expected, msg=(h, w))
 
+    def test_scaled_sizes_differ_from_multiples_by_proof(self):
+        """An output size computed from a scale factor (``.vec``) provably differs from ``k`` times
+        the input size over the input's range (from 2), with no guard; other sizes prove nothing."""
+        env, (i, other) = _sizes(5, 7)
+        differs = size_conditions.scaled_size_differs
+        for scale, k, expected in [
+            (1.5, 1, True),    # trunc(1.5 I) >= I + 1 from I = 2
+            (1.5, 2, True),    # below 2: never 2 I
+            (1.2, 1, False),   # trunc(1.2 I) == I for I <= 4
+            (1.2, 2, True),
+            (2.5, 2, True),    # 2 I + 1 from I = 2
+            (2.2, 2, False),   # trunc(2.2 I) == 2 I for I <= 4
+            (0.7, 1, True),
+        ]:
+            o = size_conditions.scaled_size(i, scale)
+            self.assertIs(differs(i, o, scale, k), expected, msg=(scale, k))
+            # sound over the range: no size from 2 on where the size equals k I
+            if expected:
+                self.assertTrue(all(int(n * scale) != k * n for n in range(2, 5000)), msg=(scale, k))
+            else:
+                self.assertTrue(any(int(n * scale) == k * n for n in range(2, 5000)), msg=(scale, k))
+        self.assertFalse(differs(i, other, 1.5, 1))  # not computed from the scale
+        self.assertFalse(differs(i, size_conditions.scaled_size(i, 1.5), None, 1))
+        self.assertFalse(differs(i, 2 * i, 2.0, 1))  # integral factors: a polynomial, sympy decides
+        self.assertFalse(differs(4, 6, 1.5, 1))  # static sizes: decided on the host
+        self.assertEqual(env.guards, [])
+
     def test_host_tensors_leave_fake_mode(self):
         """Inside a fake mode, ``host_tensors`` computes real values (the host proofs need them)."""
         from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
