@@ -115,7 +115,8 @@ def upsample_nearest(
     first, last = moving[0], moving[-1]
     indices: list[Tensor | None] = [None] * (2 + first)
     for d in range(first, last + 1):
-        o = torch.arange(output_size[d], dtype=torch.int64, device=input.device)
+        dtype = eager_rules.map_dtype(isizes[d], output_size[d], scales[d])
+        o = torch.arange(output_size[d], dtype=dtype, device=input.device)
         p = patterns[d]
         if p is None:
             idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)

@@ -4,7 +4,8 @@ A kernel holds a package node where one of its buffers was traced from a nearest
 (``origin.meta["original_aten"]``: the decompositions keep their op there). For those kernels:
 
 * **tiling** (``tiling_settings``): as many tiles as the ranges allow for channels-last outputs
-  with dynamic sizes, else flat where the kernel fuses other ops.
+  with dynamic sizes (three for a forward alone with whole pixels of channels), else flat where
+  the kernel fuses other ops.
 * **32-bit size arguments.** With dynamic shapes Inductor types every ``ks*`` size argument
   ``i64`` (``signature_to_meta``), so all index arithmetic that touches a size, divisions
   included, runs in 64 bits, even where the kernel indexes in 32 bits because Inductor proved
@@ -74,6 +75,34 @@ ND_TILED_CONTIGUOUS_RANKS = (4,)
 ND_MIN_STATIC_ROW = 1024
 
 
+# Channels-last 4-d forward kernels of the upsample alone, with dynamic sizes and at least this
+# many channels (example size), tile in 3d: (N * OH, OW, C).
+ND3_MIN_CHANNELS = 8
+
+
+def _from_backward(origin) -> bool:
+    return str(origin.meta.get("original_aten")).endswith("_backward.default")
+
+
+def _size_hint(size) -> int:
+    from torch._inductor.virtualized import V
+
+    size = sympy.sympify(size)
+    return int(size) if size.is_number else V.graph.sizevars.optimization_hint(size, fallback=0)
+
+
+def _channel_rows(buffers) -> bool:
+    """Whether every buffer is a channels-last 4-d forward output whose pixels hold at least
+    ``ND3_MIN_CHANNELS`` channels (example size)."""
+    return all(
+        len(b.get_size()) == 4
+        and _channels_last(b)
+        and not any(_from_backward(o) for o in b.origins)
+        and _size_hint(b.get_size()[1]) >= ND3_MIN_CHANNELS
+        for b in buffers
+    )
+
+
 def _tiled_rows(buffer) -> bool:
     """Whether a contiguous buffer's kernel, with dynamic sizes, tiles rows and columns: a
     rank of ``ND_TILED_CONTIGUOUS_RANKS`` and rows of runtime length (a flat index would divide
@@ -93,7 +122,12 @@ def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
 
     Dynamic sizes, channels-last output: as many tiles as the ranges allow. A flat kernel then
     divides its index by four or five runtime sizes per element, a tiled one per row and column
-    (on an H200, UNet skip cat channels_last 455 -> 264 us; docs/upstream.md). Otherwise, a
+    (on an H200, UNet skip cat channels_last 455 -> 264 us; docs/upstream.md). Inductor stops at
+    2 tiles, and for a channels-last x1.5 gather its 2-tile choice was the flat kernel; the
+    forward alone with at least ``ND3_MIN_CHANNELS`` channels gets 3, (N * OH, OW, C), whole
+    pixels per row ((8,64,200,200) x1.5 f16 63.3 -> 47.3 us, 16 channels 17.1 -> 10.2). With 3
+    channels 3 tiles lost (181.5 -> 325.3), as in kernels that fuse other ops (FPN merge 139.6 ->
+    204.0) and in the backward (about +20 us in the x1.5 f16 training step). Otherwise, a
     kernel that fuses the upsample with other ops (an add, a cat), or that holds a repeat op's
     generated code (``lowerings.repeat``), flat: its 2d tiling wrote a x2 bf16 repeat into its
     slice of a UNet skip cat in 307 us static and 168 us dynamic, the flat kernel in about 85. Inductor's coalescing
@@ -112,6 +146,8 @@ def tiling_settings(node_schedule, numel, reduction_numel) -> dict:
         return {}
     dynamic = bool(sympy.sympify(numel).free_symbols)
     if dynamic and any(_channels_last(buffer) for buffer in buffers):
+        if not fuses_other_ops(node_schedule) and _channel_rows(buffers):
+            return {"triton.prefer_nd_tiling": True, "triton.max_tiles": 3}
         return {"triton.prefer_nd_tiling": True}
     if fuses_other_ops(node_schedule) or any(
         _from_repeat_op(o) for buffer in buffers for o in buffer.origins

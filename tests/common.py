@@ -7,7 +7,9 @@ import random
 from unittest import mock
 
 import torch
+from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import decomps
 from decomps import kernel_choice
@@ -139,3 +141,16 @@ def channels_last_kernel_input(isize, osize, scale, dtype, device):
     x = torch.arange(isize, dtype=dtype, device=device).view(1, 1, 1, isize)
     x = x.expand(1, 4, 1, isize).contiguous(memory_format=torch.channels_last)
     return x, [1, osize], [None, scale]
+
+
+def symbolic_sizes(*hints):
+    """A shape env and symbolic sizes in it with these example values."""
+    env = ShapeEnv()
+    sizes = [env.create_symintnode(env.create_symbol(h, source=ConstantSource(f"s{k}")), hint=h)
+             for k, h in enumerate(hints)]
+    return env, sizes
+
+
+def exporting():
+    """``torch.compiler.is_exporting()`` true, as inside ``torch.export``."""
+    return mock.patch("torch.compiler.is_exporting", return_value=True)

@@ -17,9 +17,11 @@ from tests.common import (
     backward_op,
     channels_last_kernel_input,
     explicit_scale_cases,
+    exporting,
     forward_op,
     generic_kernel_input,
     random_size_pairs,
+    symbolic_sizes,
 )
 
 
@@ -183,6 +185,58 @@ class TestSpecialCasesOfScaledSizes(TestCase):
                 osize = int(isize * scale)
                 expected = eager_rules.static_source_indices(isize, osize, scale, self.RULE)
                 self.assertEqual(graph(torch.empty(isize, osize)).tolist(), expected, msg=(scale, isize))
+
+
+class TestMapDtype(TestCase):
+    """A dim's map is int32 where its values (``o < osize``, ``src(o)`` up to about
+    ``osize / scale``) stay below ``INT32_MAP_LIMIT``: for symbolic sizes under a guard where the
+    example sizes meet it, none where they do not, a proof while exporting."""
+
+    LIMIT = eager_rules.INT32_MAP_LIMIT
+
+    def test_static_sizes(self):
+        for isize, osize, scale, dtype in [
+            (200, 300, None, torch.int32),
+            (self.LIMIT, self.LIMIT, None, torch.int32),
+            (self.LIMIT + 1, 5, None, torch.int64),
+            (5, self.LIMIT + 1, None, torch.int64),
+            (5, self.LIMIT // 2, 0.5, torch.int32),  # src(o) = 2 o
+            (5, self.LIMIT // 2 + 1, 0.5, torch.int64),
+            (5, 5, 1e-9, torch.int64),  # src(o) = 1e9 o
+            (5, 5, -1.0, torch.int32),  # not explicit: from the sizes
+        ]:
+            self.assertEqual(eager_rules.map_dtype(isize, osize, scale), dtype, msg=(isize, osize, scale))
+
+    def test_symbolic_sizes_guard_where_the_example_fits(self):
+        env, (i, o) = symbolic_sizes(200, 300)
+        self.assertEqual(eager_rules.map_dtype(i, o, None), torch.int32)
+        self.assertEqual(len(env.guards), 2)
+        env, (i, o) = symbolic_sizes(200, self.LIMIT + 1)
+        self.assertEqual(eager_rules.map_dtype(i, o, None), torch.int64)
+        self.assertEqual(env.guards, [])  # the int64 map serves every size: nothing to recompile
+        env, (i, o) = symbolic_sizes(200, 300)
+        with exporting():
+            self.assertEqual(eager_rules.map_dtype(i, o, None), torch.int64)
+        self.assertEqual(env.guards, [])
+
+    def test_int32_maps_of_symbolic_sizes_are_eager_maps(self):
+        """The traced int32 map, run at other sizes, equals eager's, for every rule."""
+        rules = [eager_rules.Rule(exact=False), eager_rules.Rule(exact=True), eager_rules.Rule(exact=False, double=True),
+                 eager_rules.Rule(exact=True, centre_shift=True), eager_rules.Rule(exact=True, centre_shift=True, fma=True),
+                 eager_rules.Rule(exact=False, header_special=True)]
+        for rule, scale in itertools.product(rules, (None, 0.75)):
+            def f(x):
+                isize, osize = x.shape
+                dtype = eager_rules.map_dtype(isize, osize, scale)
+                o = torch.arange(osize, dtype=dtype)
+                return eager_rules.source_index(o, isize, osize, scale, rule)
+
+            graph = make_fx(f, tracing_mode="symbolic")(torch.empty(7, 11))
+            for isize, osize in [(7, 11), (3, 2), (200, 300), (1234, 2345), (5, 10), (6, 6)]:
+                index = graph(torch.empty(isize, osize))
+                self.assertEqual(index.dtype, torch.int32)
+                expected = eager_rules.static_source_indices(isize, osize, scale, rule)
+                self.assertEqual(index.tolist(), expected, msg=(rule, scale, isize, osize))
 
 
 class TestCpuKernelChoice(TestCase):

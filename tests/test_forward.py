@@ -117,6 +117,26 @@ class TestForward(TestCase):
                 )
                 self._check(x, osize, [scale] * rank, exact)
 
+    def test_symbolic_sizes_map_in_32_bits_where_it_fits(self, device):
+        """With symbolic sizes the gather's maps are int32 (``eager_rules.map_dtype``), except
+        where an explicit scale takes them past 32 bits (scale 1e-9: ``src(o) = 1e9 o``, which
+        the clamp brings back to ``isize - 1``); per dim. Traced once, run at other sizes."""
+        for scales, dtypes in (([None, None], [torch.int32] * 2), ([1.5, 1e-9], [torch.int32, torch.int64])):
+            for exact in (False, True):
+                op = forward_op(2, exact)
+
+                def upsample(x):
+                    return op(x, [x.shape[2] + 3, x.shape[3] * 3 // 2], *scales)
+
+                with generated_code():
+                    graph = make_fx(upsample, decomposition_table=TABLE, tracing_mode="symbolic")(
+                        torch.randn(2, 3, 5, 8, device=device))
+                aranges = [n.kwargs["dtype"] for n in graph.graph.nodes if n.target == aten.arange.default]
+                self.assertEqual(aranges, dtypes, msg=(scales, exact))
+                for shape in ((2, 3, 5, 8), (1, 2, 9, 7), (1, 1, 40, 33)):
+                    x = torch.randn(shape, device=device)
+                    assert_same(self, graph(x), upsample(x), msg=f"{scales} {exact} {shape}")
+
     def test_vec_overloads_reach_default(self, device):
         x = _random((2, 3, 5, 7), torch.float32, device)
         for exact in (False, True):
@@ -244,12 +264,12 @@ def forward(self, x_1):
         code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x, generated=True)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
-    arange = torch.ops.aten.arange.default(5, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
+    arange = torch.ops.aten.arange.default(5, dtype = torch.int32, device = device(type='cpu'), pin_memory = False)
     _to_copy = torch.ops.aten._to_copy.default(arange, dtype = torch.float32);  arange = None
     mul = torch.ops.aten.mul.Tensor(_to_copy, 0.6000000238418579);  _to_copy = None
     _to_copy_1 = torch.ops.aten._to_copy.default(mul, dtype = torch.int32);  mul = None
     view = torch.ops.aten.view.default(_to_copy_1, [-1, 1]);  _to_copy_1 = None
-    arange_1 = torch.ops.aten.arange.default(9, dtype = torch.int64, device = device(type='cpu'), pin_memory = False)
+    arange_1 = torch.ops.aten.arange.default(9, dtype = torch.int32, device = device(type='cpu'), pin_memory = False)
     _to_copy_2 = torch.ops.aten._to_copy.default(arange_1, dtype = torch.float32);  arange_1 = None
     mul_1 = torch.ops.aten.mul.Tensor(_to_copy_2, 0.4444444477558136);  _to_copy_2 = None
     _to_copy_3 = torch.ops.aten._to_copy.default(mul_1, dtype = torch.int32);  mul_1 = None

@@ -88,6 +88,28 @@ def test_tiling_settings_of_contiguous_rows():
     assert settings(fused, 512 * s0**2, 1) == {"triton.max_tiles": 1}
 
 
+def test_tiling_settings_of_channel_rows():
+    """A channels-last 4-d forward alone, with dynamic sizes, tiles in 3d where its pixels hold
+    at least ``ND3_MIN_CHANNELS`` channels; with fewer, fused, in the backward or in 3d, in nd."""
+    settings = package_kernels.tiling_settings
+
+    def cl(c, *ops, rank=2):
+        size = (8, c) + (s0,) * rank
+        stride = (c * s0**rank, 1) + tuple(c * s0 ** (rank - 1 - d) for d in range(rank))
+        return _schedule(_buffer(*(ops or (UPSAMPLE,)), size=size, stride=stride))
+
+    nd3 = {"triton.prefer_nd_tiling": True, "triton.max_tiles": 3}
+    nd = {"triton.prefer_nd_tiling": True}
+    assert package_kernels.ND3_MIN_CHANNELS == 8
+    assert settings(cl(64), 512 * s0**2, 1) == nd3
+    assert settings(cl(8), 64 * s0**2, 1) == nd3
+    assert settings(cl(3), 24 * s0**2, 1) == nd
+    assert settings(cl(64, UPSAMPLE, aten.add.Tensor), 512 * s0**2, 1) == nd
+    assert settings(cl(64, aten.upsample_nearest2d_backward.default), 512 * s0**2, 1) == nd
+    assert settings(cl(64, aten.upsample_nearest3d.default, rank=3), 512 * s0**3, 1) == nd
+    assert settings(cl(64), 512 * 300 * 300, 1) == {}  # static: Inductor's choice
+
+
 def _kernel(index_dtype, *buffers):
     return types.SimpleNamespace(
         index_dtype=index_dtype, features=types.SimpleNamespace(node_schedule=_schedule(*buffers))

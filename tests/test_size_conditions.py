@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import operator
-from unittest import mock
 
 import torch
-from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from decomps import size_conditions
-
-
-def _sizes(*hints):
-    """Symbolic sizes with these example values, and their shape env."""
-    env = ShapeEnv()
-    sizes = [env.create_symintnode(env.create_symbol(h, source=ConstantSource(f"s{k}")), hint=h)
-             for k, h in enumerate(hints)]
-    return env, sizes
-
-
-def _exporting():
-    return mock.patch("torch.compiler.is_exporting", return_value=True)
+from tests.common import exporting, symbolic_sizes
 
 
 class TestSizeConditions(TestCase):
@@ -35,7 +21,7 @@ class TestSizeConditions(TestCase):
 
     def test_holds_guards_under_compile(self):
         """Under torch.compile a condition is a guard on the example sizes, true or false."""
-        env, (i, o) = _sizes(5, 10)
+        env, (i, o) = symbolic_sizes(5, 10)
         self.assertTrue(size_conditions.holds(o >= 2 * i))
         self.assertFalse(size_conditions.holds(o > 3 * i))
         self.assertEqual(len(env.guards), 2)
@@ -43,22 +29,22 @@ class TestSizeConditions(TestCase):
     def test_holds_proves_while_exporting(self):
         """While exporting only what the shape env proves holds, and nothing is guarded: true
         at the example sizes is not enough."""
-        env, (i, o) = _sizes(5, 10)
-        with _exporting():
+        env, (i, o) = symbolic_sizes(5, 10)
+        with exporting():
             self.assertFalse(size_conditions.holds(o == 2 * i))
             self.assertTrue(size_conditions.holds(2 * i > i))
             self.assertFalse(size_conditions.holds_where_taken(o == 2 * i))
         self.assertEqual(env.guards, [])
 
     def test_holds_where_taken_guards_only_where_the_example_takes_it(self):
-        env, (i, o) = _sizes(4, 7)
+        env, (i, o) = symbolic_sizes(4, 7)
         self.assertFalse(size_conditions.holds_where_taken(o * 2 == i * 3))
         self.assertEqual(env.guards, [])  # later sizes with the ratio reuse this graph
         self.assertTrue(size_conditions.holds_where_taken(o * 4 == i * 7))
         self.assertEqual(len(env.guards), 1)
 
     def test_hints_read_example_values_without_guards(self):
-        env, (i, o) = _sizes(4, 7)
+        env, (i, o) = symbolic_sizes(4, 7)
         self.assertEqual(size_conditions.size_hint(i), 4)
         self.assertEqual(size_conditions.ratio_hint(o, i), 1)
         self.assertEqual(size_conditions.ratio_hint(o, i, ceil=True), 2)
@@ -81,7 +67,7 @@ class TestSizeConditions(TestCase):
     def test_scaled_sizes_differ_from_multiples_by_proof(self):
         """An output size computed from a scale factor (``.vec``) provably differs from ``k`` times
         the input size over the input's range (from 2), with no guard; other sizes prove nothing."""
-        env, (i, other) = _sizes(5, 7)
+        env, (i, other) = symbolic_sizes(5, 7)
         differs = size_conditions.scaled_size_differs
         for scale, k, expected in [
             (1.5, 1, True),    # trunc(1.5 I) >= I + 1 from I = 2

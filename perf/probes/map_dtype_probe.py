@@ -1,0 +1,112 @@
+"""What 64-bit maps and the channels-last tiling cost the GPU kernels of gathers with dynamic
+shapes (docs/findings.md, finding 1, "32-bit maps"; ``eager_rules.map_dtype``,
+``package_kernels.ND3_MIN_CHANNELS``).
+
+Usage (CUDA only): ``python -m perf.probes.map_dtype_probe OUT_DIR``
+
+For the gather rows of the CUDA matrix (x1.5, the seed upsampling pair, 3d x1.5; both layouts)
+and a channels-last FPN merge, ``torch.compile(dynamic=True)`` three ways: ``int64 maps``
+(``map_dtype`` always int64, as before it), ``2 tiles`` (the channels-last forward without its
+3d tiling), and ``installed``. Per way: the forward's GPU kernels per call and the training
+step's (``torch.autograd.grad``), profiler, us. Every result is checked against eager.
+Writes ``OUT_DIR/map_dtype_probe.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+from unittest import mock
+
+import torch
+
+from perf.probes import kernel_time, start_cuda_probe
+
+
+def _interp(shape, dtype, memory_format, **kwargs):
+    import torch.nn.functional as F
+
+    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    return (x,), lambda x: F.interpolate(x, mode="nearest", **kwargs)
+
+
+def _fpn_merge(dtype, memory_format):
+    import torch.nn.functional as F
+
+    top = torch.randn(8, 256, 128, 128, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    lateral = torch.randn(8, 256, 256, 256, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    return (top, lateral), lambda t, lat: lat + F.interpolate(t, scale_factor=2, mode="nearest")
+
+
+CL, CONTIGUOUS = torch.channels_last, torch.contiguous_format
+SEED = ((4, 3, 1234, 1345), (2345, 2456))
+ROWS = {  # name: inputs and function
+    "(8,64,200,200) x1.5 f16": lambda: _interp((8, 64, 200, 200), torch.float16, CONTIGUOUS, scale_factor=1.5),
+    "(8,64,200,200) x1.5 f16 channels_last": lambda: _interp((8, 64, 200, 200), torch.float16, CL, scale_factor=1.5),
+    "(8,16,200,200) x1.5 f16 channels_last": lambda: _interp((8, 16, 200, 200), torch.float16, CL, scale_factor=1.5),
+    "(4,3,1234,1345)->(2345,2456) bf16": lambda: _interp(SEED[0], torch.bfloat16, CONTIGUOUS, size=SEED[1]),
+    "(4,3,1234,1345)->(2345,2456) bf16 channels_last": lambda: _interp(SEED[0], torch.bfloat16, CL, size=SEED[1]),
+    "(4,3,1234,1345)->(2345,2456) f32 channels_last": lambda: _interp(SEED[0], torch.float32, CL, size=SEED[1]),
+    "(2,32,64,64,64) x1.5 bf16": lambda: _interp((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
+    "(2,32,64,64,64) x1.5 f32 channels_last_3d": lambda: _interp(
+        (2, 32, 64, 64, 64), torch.float32, torch.channels_last_3d, scale_factor=1.5),
+    "FPN merge bf16 channels_last": lambda: _fpn_merge(torch.bfloat16, CL),
+}
+
+
+def _way(name):
+    from decomps import eager_rules
+    from lowerings import package_kernels
+
+    if name == "int64 maps":
+        return mock.patch.object(eager_rules, "map_dtype", lambda *args: torch.int64)
+    if name == "2 tiles":
+        return mock.patch.object(package_kernels, "ND3_MIN_CHANNELS", 2**62)
+    return contextlib.nullcontext()  # installed
+
+
+def probe_row(make) -> dict:
+    args, f = make()
+    expected = f(*args)
+    leaves = [a.detach().requires_grad_() for a in args]
+    g = torch.randn_like(expected)
+    expected_grads = torch.autograd.grad(f(*leaves), leaves, g)
+    row = {
+        "eager forward": kernel_time(lambda: f(*args)),
+        "eager step": kernel_time(lambda: torch.autograd.grad(f(*leaves), leaves, g)),
+    }
+    for way in ("int64 maps", "2 tiles", "installed"):
+        torch._dynamo.reset()
+        with _way(way):
+            compiled = torch.compile(f, dynamic=True)
+            out = compiled(*args)
+            grads = torch.autograd.grad(compiled(*leaves), leaves, g)
+        assert torch.equal(out, expected) and out.stride() == expected.stride(), way
+        for grad, expected_grad in zip(grads, expected_grads):
+            torch.testing.assert_close(grad.double(), expected_grad.double(), rtol=1e-2, atol=1e-2)
+            assert grad.stride() == expected_grad.stride(), way
+        row[f"{way} forward"] = kernel_time(lambda: compiled(*args), calls=30)
+        row[f"{way} step"] = kernel_time(lambda: torch.autograd.grad(compiled(*leaves), leaves, g), calls=30)
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.probes.map_dtype_probe")
+    parser.add_argument("out_dir", type=Path)
+    args = parser.parse_args(argv)
+    if not start_cuda_probe("map_dtype_probe"):
+        return 1
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name, make in ROWS.items():
+        row = probe_row(make)
+        results.append({"row": name, **row})
+        print(f"{name}: " + "  ".join(f"{k} {v:.1f}" for k, v in row.items()), flush=True)
+    (args.out_dir / "map_dtype_probe.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
