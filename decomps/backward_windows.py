@@ -17,6 +17,7 @@ from torch import Tensor
 from .eager_rules import (
     F32,
     F64,
+    INT32_MAP_LIMIT,
     Rule,
     cuda_backward_scale,
     forward_scale,
@@ -25,7 +26,7 @@ from .eager_rules import (
     widen,
     with_special_cases,
 )
-from .size_conditions import holds, host_tensors, is_static, ratio_hint
+from .size_conditions import holds, holds_where_taken, host_tensors, is_static, ratio_hint
 
 
 def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
@@ -64,7 +65,20 @@ def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
         value = (i.to(F64) * widen(s) - 0.5).to(F32)  # fmaf: exact value, one rounding
     else:
         value = i.to(F32) * s  # ``int * float``: one float32 product
-    return value.ceil().to(torch.int64).clamp(0, osize)
+    return value.ceil().to(i.dtype).clamp(0, osize)
+
+
+def cuda_window_dtype(isize, osize, scale) -> torch.dtype:
+    """The integer dtype of CUDA's window starts (``i``, ``lo(i)`` and the gather's positions):
+    int32 where ``i <= isize``, ``lo(i) <= osize`` and the product ``i * s`` before the clamp
+    (``s`` the explicit scale, else about ``osize / isize``) stay below ``INT32_MAP_LIMIT``, as
+    ``eager_rules.map_dtype`` for the forward map; under a guard where the example sizes meet
+    it."""
+    bound = INT32_MAP_LIMIT
+    if is_explicit(scale):
+        bound = min(bound, math.floor(INT32_MAP_LIMIT / scale))
+    fits = holds_where_taken(isize <= bound) and holds_where_taken(osize <= INT32_MAP_LIMIT)
+    return torch.int32 if fits else torch.int64
 
 
 TIGHT_WINDOW_LIMIT = 2**23
@@ -127,9 +141,11 @@ def symbolic_window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
     return None
 
 
-def window_starts(isize, osize, scale, rule_or_cuda, device) -> Tensor:
-    """``lo(i)`` for ``i`` in ``0 .. isize`` (``isize + 1`` values)."""
-    i = torch.arange(isize + 1, dtype=torch.int64, device=device)
+def window_starts(isize, osize, scale, rule_or_cuda, device, dtype=torch.int64) -> Tensor:
+    """``lo(i)`` for ``i`` in ``0 .. isize`` (``isize + 1`` values), in ``dtype`` for CUDA's
+    rules (int32 only where ``cuda_window_dtype`` says so), int64 for the CPU rules."""
+    cuda = rule_or_cuda in ("cuda", "cuda-exact")
+    i = torch.arange(isize + 1, dtype=dtype if cuda else torch.int64, device=device)
     if rule_or_cuda == "cuda":
         return cuda_window_start(i, isize, osize, scale, exact=False)
     if rule_or_cuda == "cuda-exact":

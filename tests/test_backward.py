@@ -12,6 +12,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from decomps import backward as backward_decompositions
+from decomps import eager_rules
 from decomps.backward import MAX_UNROLLED_TAPS
 from tests.common import (
     RANKS,
@@ -261,6 +262,18 @@ class TestBackward(TestCase):
             ours = TABLE[op](g, [64], [1, 1, 1])
             self.assertEqual(ours.item(), torch.tensor(64 * (1 + 2**-8)).to(torch.bfloat16).item())
             self.assertEqual(ours, op(g, [64], [1, 1, 1]), atol=0, rtol=0)
+
+
+class TestWindowStartsDtype(TestCase):
+    def test_cuda_windows_in_32_bits_up_to_2d(self):
+        """CUDA's window starts are int32 (where they fit) in 1d and 2d, int64 in 3d and for the
+        CPU rules (``INT32_WINDOW_MAX_RANK``)."""
+        self.assertEqual(backward_decompositions.INT32_WINDOW_MAX_RANK, 2)
+        cpu_rule = eager_rules.cpu_backward_rule(False)
+        for rule, rank, dtype in [("cuda", 1, torch.int32), ("cuda-exact", 2, torch.int32),
+                                  ("cuda", 3, torch.int64), (cpu_rule, 2, torch.int64)]:
+            lo = backward_decompositions._window_starts(200, 300, None, rule, "cpu", None, rank)
+            self.assertEqual(lo.dtype, dtype, msg=(rule, rank))
 
 
 instantiate_device_type_tests(TestBackwardOpInfo, globals(), only_for=("cpu", "cuda"))

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from decomps import backward_windows, eager_rules
-from tests.common import backward_op, explicit_scale_cases, random_size_pairs
+from decomps.size_conditions import host_tensors
+from tests.common import backward_op, explicit_scale_cases, exporting, random_size_pairs, symbolic_sizes
 
 
 class TestBackwardWindows(TestCase):
@@ -83,6 +86,51 @@ class TestBackwardWindows(TestCase):
                     too_wide.append((exact, isize, osize, scale, widest, bound))
         self.assertEqual(too_wide, [])
         self.assertGreater(ceil_bounds, len(cases) // 2)  # r alone is the bound for most pairs
+
+
+class TestCudaWindowDtype(TestCase):
+    """CUDA's window starts may be int32 where ``i``, ``lo(i)`` and ``i * s`` stay below
+    ``INT32_MAP_LIMIT``: for symbolic sizes under a guard where the example sizes meet it; the
+    CPU rules keep int64."""
+
+    LIMIT = eager_rules.INT32_MAP_LIMIT
+
+    def test_static_sizes(self):
+        dtype = backward_windows.cuda_window_dtype
+        self.assertEqual(dtype(200, 300, None), torch.int32)
+        self.assertEqual(dtype(self.LIMIT + 1, 5, None), torch.int64)
+        self.assertEqual(dtype(5, self.LIMIT + 1, None), torch.int64)
+        self.assertEqual(dtype(self.LIMIT // 4, 5, 4.0), torch.int32)  # i * 4 up to the limit
+        self.assertEqual(dtype(self.LIMIT // 4 + 1, 5, 4.0), torch.int64)
+        self.assertEqual(dtype(5, 5, 1e10), torch.int64)
+        for rule in ("cuda", "cuda-exact", eager_rules.cpu_backward_rule(False)):
+            lo = backward_windows.window_starts(200, 300, None, rule, "cpu", torch.int32)
+            self.assertEqual(lo.dtype, torch.int64 if isinstance(rule, eager_rules.Rule) else torch.int32)
+
+    def test_symbolic_sizes(self):
+        env, (i, o) = symbolic_sizes(200, 300)
+        self.assertEqual(backward_windows.cuda_window_dtype(i, o, None), torch.int32)
+        self.assertEqual(len(env.guards), 2)
+        env, (i, o) = symbolic_sizes(200, 300)
+        with exporting():
+            self.assertEqual(backward_windows.cuda_window_dtype(i, o, None), torch.int64)
+        self.assertEqual(env.guards, [])
+
+    def test_int32_starts_of_symbolic_sizes_are_eager_windows(self):
+        """Traced once with symbolic sizes (int32), run at other sizes: the same starts as the
+        static computation, which test_backward_windows checks against eager's CUDA backward."""
+        for rule, scale in itertools.product(("cuda", "cuda-exact"), (None, 0.75, 3.5)):
+            def f(x):
+                dtype = backward_windows.cuda_window_dtype(x.shape[0], x.shape[1], scale)
+                return backward_windows.window_starts(x.shape[0], x.shape[1], scale, rule, "cpu", dtype)
+
+            graph = make_fx(f, tracing_mode="symbolic")(torch.empty(7, 11))
+            for isize, osize in [(7, 11), (3, 2), (200, 300), (1234, 2345), (2345, 1234), (5, 10)]:
+                lo = graph(torch.empty(isize, osize))
+                self.assertEqual(lo.dtype, torch.int32)
+                with host_tensors():
+                    expected = backward_windows.window_starts(isize, osize, scale, rule, "cpu")
+                self.assertEqual(lo.tolist(), expected.tolist(), msg=(rule, scale, isize, osize))
 
 
 instantiate_device_type_tests(TestBackwardWindows, globals(), only_for=("cpu", "cuda"))

@@ -1,13 +1,14 @@
-"""What 64-bit maps and the channels-last tiling cost the GPU kernels of gathers with dynamic
-shapes (docs/findings.md, finding 1, "32-bit maps"; ``eager_rules.map_dtype``,
-``package_kernels.ND3_MIN_CHANNELS``).
+"""What 64-bit maps and window starts, and the channels-last tiling, cost the GPU kernels of
+gathers with dynamic shapes (docs/findings.md, finding 1, "32-bit maps"; ``eager_rules.map_dtype``,
+``backward_windows.cuda_window_dtype``, ``package_kernels.ND3_MIN_CHANNELS``).
 
 Usage (CUDA only): ``python -m perf.probes.map_dtype_probe OUT_DIR``
 
-For the gather rows of the CUDA matrix (x1.5, the seed upsampling pair, 3d x1.5; both layouts)
-and a channels-last FPN merge, ``torch.compile(dynamic=True)`` three ways: ``int64 maps``
-(``map_dtype`` always int64, as before it), ``2 tiles`` (the channels-last forward without its
-3d tiling), and ``installed``. Per way: the forward's GPU kernels per call and the training
+For the gather rows of the CUDA matrix (x1.5, the seed pairs, 3d x1.5; both layouts) and a
+channels-last FPN merge, ``torch.compile(dynamic=True)`` four ways: ``int64 maps``
+(``map_dtype`` always int64, as before it), ``int64 windows`` (the same for the backward's
+``backward_windows.cuda_window_dtype``), ``2 tiles`` (the channels-last forward without its 3d
+tiling), and ``installed``. Per way: the forward's GPU kernels per call and the training
 step's (``torch.autograd.grad``), profiler, us. Every result is checked against eager.
 Writes ``OUT_DIR/map_dtype_probe.json``.
 """
@@ -52,16 +53,20 @@ ROWS = {  # name: inputs and function
     "(2,32,64,64,64) x1.5 bf16": lambda: _interp((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
     "(2,32,64,64,64) x1.5 f32 channels_last_3d": lambda: _interp(
         (2, 32, 64, 64, 64), torch.float32, torch.channels_last_3d, scale_factor=1.5),
+    "(4,3,2345,2456)->(1234,1345) f32 channels_last": lambda: _interp(
+        (4, 3, 2345, 2456), torch.float32, CL, size=(1234, 1345)),
     "FPN merge bf16 channels_last": lambda: _fpn_merge(torch.bfloat16, CL),
 }
 
 
 def _way(name):
-    from decomps import eager_rules
+    from decomps import backward_windows, eager_rules
     from lowerings import package_kernels
 
     if name == "int64 maps":
         return mock.patch.object(eager_rules, "map_dtype", lambda *args: torch.int64)
+    if name == "int64 windows":
+        return mock.patch.object(backward_windows, "cuda_window_dtype", lambda *args: torch.int64)
     if name == "2 tiles":
         return mock.patch.object(package_kernels, "ND3_MIN_CHANNELS", 2**62)
     return contextlib.nullcontext()  # installed
@@ -77,7 +82,7 @@ def probe_row(make) -> dict:
         "eager forward": kernel_time(lambda: f(*args)),
         "eager step": kernel_time(lambda: torch.autograd.grad(f(*leaves), leaves, g)),
     }
-    for way in ("int64 maps", "2 tiles", "installed"):
+    for way in ("int64 maps", "int64 windows", "2 tiles", "installed"):
         torch._dynamo.reset()
         with _way(way):
             compiled = torch.compile(f, dynamic=True)
