@@ -36,3 +36,25 @@ def start_cuda_probe(name: str) -> bool:
     inductor_config.fx_graph_cache = False
     functorch_config.enable_autograd_cache = False
     return True
+
+
+def probe_main(name: str, rows, argv=None) -> int:
+    """``main`` of a CUDA probe, ``python -m perf.probes.NAME OUT_DIR``: ``rows()`` yields one
+    ``(label, record)`` per measured row, printed as it comes; all records go to
+    ``OUT_DIR/NAME.json``."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog=f"python -m perf.probes.{name}")
+    parser.add_argument("out_dir", type=Path)
+    args = parser.parse_args(argv)
+    if not start_cuda_probe(name):
+        return 1
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for label, record in rows():
+        results.append(record)
+        print(f"{label}: {json.dumps(record)}", flush=True)
+    (args.out_dir / f"{name}.json").write_text(json.dumps(results, indent=1))
+    return 0

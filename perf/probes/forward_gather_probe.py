@@ -20,14 +20,11 @@ runtime length (``ND_TILED_CONTIGUOUS_RANKS = (3, 4, 5)``), ``flat`` with none, 
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 from unittest import mock
 
 import torch
 
-from perf.probes import kernel_time, start_cuda_probe
+from perf.probes import kernel_time, probe_main
 
 ROWS = [  # (input shape, output size, dtype, memory format, call form)
     ((8, 64, 200, 200), (300, 300), "float16", "contiguous_format", "scale"),
@@ -89,21 +86,15 @@ def probe_row(shape, osize, dtype, memory_format, form) -> dict:
     return row
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.probes.forward_gather_probe")
-    parser.add_argument("out_dir", type=Path)
-    args = parser.parse_args(argv)
-    if not start_cuda_probe("forward_gather_probe"):
-        return 1
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    results = []
+def rows():
     for shape, osize, dtype, fmt, form in ROWS:
         row = probe_row(shape, osize, dtype, fmt, form)
-        results.append({"shape": shape, "osize": osize, "dtype": dtype, "memory_format": fmt, "form": form, **row})
-        times = "  ".join(f"{k} {v:.1f}" for k, v in row.items())
-        print(f"{shape}->{osize} {dtype} {fmt} {form}: {times}", flush=True)
-    (args.out_dir / "forward_gather_probe.json").write_text(json.dumps(results, indent=1))
-    return 0
+        record = {"shape": shape, "osize": osize, "dtype": dtype, "memory_format": fmt, "form": form, **row}
+        yield f"{shape}->{osize} {dtype} {fmt} {form}", record
+
+
+def main(argv=None) -> int:
+    return probe_main("forward_gather_probe", rows, argv)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,8 @@ Every result is checked against eager. Writes ``OUT_DIR/gather_kernel_probe.json
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
-import json
-from pathlib import Path
 from unittest import mock
 
 import sympy
@@ -34,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from perf.probes import kernel_time, start_cuda_probe
+from perf.probes import kernel_time, probe_main
 
 ROWS = [  # (input shape, output size, dtype, memory format)
     ((8, 64, 200, 200), (300, 300), "float16", "contiguous_format"),
@@ -244,21 +241,14 @@ def probe_row(shape, osize, dtype, memory_format) -> dict:
     return row
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.probes.gather_kernel_probe")
-    parser.add_argument("out_dir", type=Path)
-    args = parser.parse_args(argv)
-    if not start_cuda_probe("gather_kernel_probe"):
-        return 1
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    results = []
+def rows():
     for shape, osize, dtype, fmt in ROWS:
         row = probe_row(shape, osize, dtype, fmt)
-        results.append({"shape": shape, "osize": osize, "dtype": dtype, "memory_format": fmt, **row})
-        times = "  ".join(f"{k} {v:.1f}" for k, v in row.items())
-        print(f"{shape}->{osize} {dtype} {fmt}: {times}", flush=True)
-    (args.out_dir / "gather_kernel_probe.json").write_text(json.dumps(results, indent=1))
-    return 0
+        yield f"{shape}->{osize} {dtype} {fmt}", {"shape": shape, "osize": osize, "dtype": dtype, "memory_format": fmt, **row}
+
+
+def main(argv=None) -> int:
+    return probe_main("gather_kernel_probe", rows, argv)
 
 
 if __name__ == "__main__":

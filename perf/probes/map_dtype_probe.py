@@ -15,15 +15,12 @@ Writes ``OUT_DIR/map_dtype_probe.json``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
-from pathlib import Path
 from unittest import mock
 
 import torch
 
-from perf.probes import kernel_time, start_cuda_probe
+from perf.probes import kernel_time, probe_main
 
 
 def _interp(shape, dtype, memory_format, **kwargs):
@@ -97,20 +94,13 @@ def probe_row(make) -> dict:
     return row
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.probes.map_dtype_probe")
-    parser.add_argument("out_dir", type=Path)
-    args = parser.parse_args(argv)
-    if not start_cuda_probe("map_dtype_probe"):
-        return 1
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    results = []
+def rows():
     for name, make in ROWS.items():
-        row = probe_row(make)
-        results.append({"row": name, **row})
-        print(f"{name}: " + "  ".join(f"{k} {v:.1f}" for k, v in row.items()), flush=True)
-    (args.out_dir / "map_dtype_probe.json").write_text(json.dumps(results, indent=1))
-    return 0
+        yield name, {"row": name, **probe_row(make)}
+
+
+def main(argv=None) -> int:
+    return probe_main("map_dtype_probe", rows, argv)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,11 @@ checked against eager. Writes ``OUT_DIR/scaled_size_probe.json``.
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 from unittest import mock
 
 import torch
 
-from perf.probes import kernel_time, start_cuda_probe
+from perf.probes import kernel_time, probe_main
 
 ROWS = [  # (input shape, dtype, memory format)
     ((8, 64, 200, 200), "float16", "contiguous_format"),
@@ -62,21 +59,16 @@ def probe_row(shape, dtype, memory_format, mode) -> dict:
     return row
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.probes.scaled_size_probe")
-    parser.add_argument("out_dir", type=Path)
-    args = parser.parse_args(argv)
-    if not start_cuda_probe("scaled_size_probe"):
-        return 1
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    results = []
+def rows():
     for shape, dtype, fmt in ROWS:
         for mode in ("nearest", "nearest-exact"):
             row = probe_row(shape, dtype, fmt, mode)
-            results.append({"shape": shape, "dtype": dtype, "memory_format": fmt, "mode": mode, **row})
-            print(f"{shape} x1.5 {dtype} {fmt} {mode}: {json.dumps(row)}", flush=True)
-    (args.out_dir / "scaled_size_probe.json").write_text(json.dumps(results, indent=1))
-    return 0
+            record = {"shape": shape, "dtype": dtype, "memory_format": fmt, "mode": mode, **row}
+            yield f"{shape} x1.5 {dtype} {fmt} {mode}", record
+
+
+def main(argv=None) -> int:
+    return probe_main("scaled_size_probe", rows, argv)
 
 
 if __name__ == "__main__":

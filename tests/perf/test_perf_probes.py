@@ -24,3 +24,21 @@ def test_probe_names_its_finding_and_command(probe):
     assert cited and set(cited) <= set(FINDINGS), (cited, FINDINGS)
     assert f"python -m perf.probes.{probe.stem}" in doc
     assert any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in module.body)
+
+
+def test_probe_main_writes_every_row(tmp_path, capsys, monkeypatch):
+    import json
+
+    from perf import probes
+
+    def rows():
+        yield "a", {"row": "a", "us": 1.5}
+        yield "b", {"row": "b", "us": [2.0, 3.0]}
+
+    monkeypatch.setattr(probes, "start_cuda_probe", lambda name: True)
+    assert probes.probe_main("some_probe", rows, [str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "some_probe.json").read_text()) == [{"row": "a", "us": 1.5}, {"row": "b", "us": [2.0, 3.0]}]
+    assert capsys.readouterr().out.splitlines() == ['a: {"row": "a", "us": 1.5}', 'b: {"row": "b", "us": [2.0, 3.0]}']
+    monkeypatch.setattr(probes, "start_cuda_probe", lambda name: False)  # no CUDA: nothing written
+    assert probes.probe_main("other_probe", rows, [str(tmp_path)]) == 1
+    assert not (tmp_path / "other_probe.json").exists()
