@@ -26,7 +26,7 @@ from .eager_rules import (
     widen,
     with_special_cases,
 )
-from .size_conditions import holds, holds_where_taken, host_tensors, is_static, ratio_hint
+from .size_conditions import holds, host_tensors, int32_where, is_static, ratio_hint
 
 
 def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
@@ -77,8 +77,7 @@ def cuda_window_dtype(isize, osize, scale) -> torch.dtype:
     bound = INT32_MAP_LIMIT
     if is_explicit(scale):
         bound = min(bound, math.floor(INT32_MAP_LIMIT / scale))
-    fits = holds_where_taken(isize <= bound) and holds_where_taken(osize <= INT32_MAP_LIMIT)
-    return torch.int32 if fits else torch.int64
+    return int32_where(isize <= bound, osize <= INT32_MAP_LIMIT)
 
 
 TIGHT_WINDOW_LIMIT = 2**23

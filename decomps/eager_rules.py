@@ -28,7 +28,7 @@ import struct
 import torch
 from torch import Tensor
 
-from .size_conditions import holds_where_taken, host_tensors, is_static, scaled_size_differs, size_test
+from .size_conditions import holds_where_taken, host_tensors, int32_where, is_static, scaled_size_differs, size_test
 
 F32 = torch.float32
 F64 = torch.float64
@@ -293,8 +293,7 @@ def map_dtype(isize, osize, scale: float | None) -> torch.dtype:
     bound = INT32_MAP_LIMIT
     if is_explicit(scale):
         bound = min(bound, math.floor(INT32_MAP_LIMIT * scale))
-    fits = holds_where_taken(osize <= bound) and holds_where_taken(isize <= INT32_MAP_LIMIT)
-    return torch.int32 if fits else torch.int64
+    return int32_where(osize <= bound, isize <= INT32_MAP_LIMIT)
 
 
 def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | KernelChoice) -> Tensor:

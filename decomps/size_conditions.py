@@ -93,6 +93,12 @@ def holds_where_taken(condition) -> bool:
     return holds(condition)
 
 
+def int32_where(*conditions) -> torch.dtype:
+    """``torch.int32`` where every size condition (a bound on an index's values) holds, by
+    ``holds_where_taken``, else ``torch.int64``, which serves every size."""
+    return torch.int32 if all(holds_where_taken(c) for c in conditions) else torch.int64
+
+
 def sizes_equal(sizes, others) -> Tensor:
     """``sizes == others`` (all of them) as a 0-d bool tensor evaluated at run time (no guard)."""
     result = torch.ones((), dtype=torch.bool)

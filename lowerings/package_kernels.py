@@ -95,8 +95,8 @@ def _channel_rows(buffers) -> bool:
     """Whether every buffer is a channels-last 4-d forward output whose pixels hold at least
     ``ND3_MIN_CHANNELS`` channels (example size)."""
     return all(
-        len(b.get_size()) == 4
-        and _channels_last(b)
+        _channels_last(b)  # first: a buffer with 4-d or 5-d strides has sizes
+        and len(b.get_size()) == 4
         and not any(_from_backward(o) for o in b.origins)
         and _size_hint(b.get_size()[1]) >= ND3_MIN_CHANNELS
         for b in buffers

@@ -43,6 +43,16 @@ class TestSizeConditions(TestCase):
         self.assertTrue(size_conditions.holds_where_taken(o * 4 == i * 7))
         self.assertEqual(len(env.guards), 1)
 
+    def test_int32_where_every_bound_holds(self):
+        self.assertEqual(size_conditions.int32_where(True, True), torch.int32)
+        self.assertEqual(size_conditions.int32_where(True, False), torch.int64)
+        env, (i, o) = symbolic_sizes(200, 300)
+        self.assertEqual(size_conditions.int32_where(i <= 2**30, o <= 2**30), torch.int32)
+        self.assertEqual(len(env.guards), 2)
+        env, (i, o) = symbolic_sizes(200, 2**31)
+        self.assertEqual(size_conditions.int32_where(i <= 2**30, o <= 2**30), torch.int64)
+        self.assertEqual(len(env.guards), 1)  # the example fails the second: no guard on it
+
     def test_hints_read_example_values_without_guards(self):
         env, (i, o) = symbolic_sizes(4, 7)
         self.assertEqual(size_conditions.size_hint(i), 4)
