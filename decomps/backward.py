@@ -62,7 +62,7 @@ INT32_WINDOW_MAX_RANK = 2
 
 def _window_starts(isize, osize, scale, rule, device, identity_if, rank: int) -> Tensor:
     dtype = torch.int64
-    if rule in ("cuda", "cuda-exact") and rank <= INT32_WINDOW_MAX_RANK:
+    if rule in backward_windows.CUDA_RULES and rank <= INT32_WINDOW_MAX_RANK:
         dtype = backward_windows.cuda_window_dtype(isize, osize, scale)
     lo = backward_windows.window_starts(isize, osize, scale, rule, device, dtype)
     if identity_if is not None:

@@ -140,10 +140,14 @@ def symbolic_window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
     return None
 
 
+# ``eager_rules.window_rule``'s names of CUDA's two backward kernels.
+CUDA_RULES = ("cuda", "cuda-exact")
+
+
 def window_starts(isize, osize, scale, rule_or_cuda, device, dtype=torch.int64) -> Tensor:
     """``lo(i)`` for ``i`` in ``0 .. isize`` (``isize + 1`` values), in ``dtype`` for CUDA's
     rules (int32 only where ``cuda_window_dtype`` says so), int64 for the CPU rules."""
-    cuda = rule_or_cuda in ("cuda", "cuda-exact")
+    cuda = rule_or_cuda in CUDA_RULES
     i = torch.arange(isize + 1, dtype=dtype if cuda else torch.int64, device=device)
     if rule_or_cuda == "cuda":
         return cuda_window_start(i, isize, osize, scale, exact=False)
