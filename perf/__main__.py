@@ -4,7 +4,8 @@
 
 Runs ``python -m perf.interp_mode`` twice, each in its own process with its
 own fresh Inductor cache under OUT_DIR: first ``--tag=Nightly`` (stock torch),
-then ``--tag=PR`` (imports ``decomps``). Then writes the results table, the
+then ``--tag=PR`` (imports ``decomps``); with ``--processes N``, N such pairs, whose
+pickles are merged per tag (each column's lowest median). Then writes the results table, the
 speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a
 PNG chart of the speed-ups, and prints the speed-up table.
 """
@@ -42,6 +43,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="forms of the rows called with size (see perf.cases)")
     parser.add_argument("--repeat", type=positive_int, default=1,
                         help="rounds of timing per case in each run; keeps each column's lowest median")
+    parser.add_argument("--processes", type=positive_int, default=1,
+                        help="runs per tag, alternating Nightly and PR, each in a new process; "
+                             "keeps each column's lowest median")
     return parser.parse_args(argv)
 
 
@@ -78,7 +82,8 @@ def failure_message(tag: str, rc: int) -> str | None:
 
 
 def run_tag(tag: str, args: argparse.Namespace, stem: str) -> tuple[Path | None, int]:
-    """One benchmark process; returns its pickle (None if it wrote none) and exit status."""
+    """One benchmark process; returns its pickle (None if it wrote none) and exit status.
+    ``stem`` names the pickle ``<stem>-<tag>.pkl`` and its private cache."""
     pickle_path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
     cache_dir = args.out_dir.resolve() / f"inductor-cache-{stem}-{tag}"
     print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
@@ -124,17 +129,26 @@ def main(argv=None) -> int:
     modes = MODES if args.mode == "both" else (args.mode,)
     stem = f"{datetime.now():%Y%m%d-%H%M%S}-upsample-{'-'.join(modes)}"
     start = time.perf_counter()
-    pickles, statuses = {}, []
-    for tag in RUN_ORDER:
-        path, rc = run_tag(tag, args, stem)
-        statuses.append(rc)
-        if path is not None:
-            pickles[tag] = path
+    runs, statuses = {tag: [] for tag in RUN_ORDER}, []
+    for i in range(args.processes):
+        for tag in RUN_ORDER:
+            path, rc = run_tag(tag, args, stem if args.processes == 1 else f"{stem}-process{i + 1}")
+            statuses.append(rc)
+            if path is not None:
+                runs[tag].append(path)
+
+    from perf._pickles import load_run, merge_runs
+
+    pickles = {}
+    for tag, paths in runs.items():
+        if len(paths) == 1 and args.processes == 1:
+            pickles[tag] = paths[0]
+        elif paths:
+            pickles[tag] = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
+            merge_runs(paths, pickles[tag])
     if not pickles:
         print("ERROR: no run produced a pickle.", file=sys.stderr)
         return 1
-
-    from perf._pickles import load_run
 
     written, speedup_tables = write_reports({tag: load_run(p) for tag, p in pickles.items()}, args.out_dir, stem)
     if speedup_tables:

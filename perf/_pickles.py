@@ -6,7 +6,8 @@ A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
 keys, all keyed by ``(label, sub_label, description)`` where relevant:
 ``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
 ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``, ``compiled_step_overhead_us``, ``tag``, ``device``,
-``dynamic``, ``repeat``, ``call_forms``, ``package``.
+``dynamic``, ``repeat``, ``call_forms``, ``package``, and ``processes`` in a pickle that
+``merge_runs`` made from several runs of one tag.
 
 Readers accept pickles written by the seed scripts and by other torch
 versions: only ``.median`` (or the raw times) and the task spec's labels are
@@ -83,11 +84,15 @@ def save_run(path: Path, test_results: list, **extra) -> dict:
         "test_results": list(test_results),
         **extra,
     }
+    _write(path, payload)
+    return payload
+
+
+def _write(path, payload: dict) -> None:
     partial = Path(f"{path}.partial")  # a run killed mid-write leaves the last complete pickle
     with open(partial, "wb") as f:
         pickle.dump(payload, f)
     os.replace(partial, path)
-    return payload
 
 
 def median_seconds(measurement) -> float:
@@ -143,3 +148,51 @@ def load_run(path) -> Run:
         errors=list(payload.get("errors") or []),
         extra={k: v for k, v in payload.items() if k not in known},
     )
+
+
+def merge_runs(paths: list, path) -> dict:
+    """One pickle from several runs of one tag (``python -m perf --processes N``).
+
+    Each column keeps the Measurement with the lowest median of all runs, with that run's
+    roofline and compile time; its spread spans every run's medians (and their repeats). A
+    mismatch or error in any run is kept. The empty-call overheads are the runs' lowest, like
+    the columns. A process's state can decide a CPU row: the same kernel timed 345 us in one
+    process and 570 us in another on a 2-core machine (docs/perf.md, "CPU").
+    """
+    payloads = []
+    for p in paths:
+        with open(p, "rb") as f:
+            payloads.append(pickle.load(f))
+    best: dict[Key, tuple] = {}  # key -> (median, Measurement, payload)
+    spread: dict[Key, dict] = {}
+    mismatches: dict[Key, str] = {}
+    for payload in payloads:
+        for m in payload["test_results"]:
+            key = (_task_field(m, "label"), _task_field(m, "sub_label"), _task_field(m, "description"))
+            median = median_seconds(m)
+            if key not in best or median < best[key][0]:
+                best[key] = (median, m, payload)
+            own = (payload.get("spread") or {}).get(key) or {"min": median, "max": median, "n": 1}
+            seen = spread.get(key)
+            spread[key] = own if seen is None else {
+                "min": min(seen["min"], own["min"]), "max": max(seen["max"], own["max"]), "n": seen["n"] + own["n"]}
+        for key, problem in (payload.get("mismatches") or {}).items():
+            mismatches.setdefault(key, problem)
+
+    def from_best(name: str) -> dict:
+        return {key: payload[name][key] for key, (_, _, payload) in best.items() if key in (payload.get(name) or {})}
+
+    def lowest(name: str):
+        values = [p[name] for p in payloads if p.get(name) is not None]
+        return min(values) if values else None
+
+    merged = {
+        **payloads[0], "filepath": str(path), "test_results": [m for _, m, _ in best.values()],
+        "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
+        "spread": spread, "mismatches": mismatches,
+        "errors": [e for p in payloads for e in p.get("errors") or []],
+        "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),
+        "compiled_step_overhead_us": lowest("compiled_step_overhead_us"), "processes": len(payloads),
+    }
+    _write(path, merged)
+    return merged

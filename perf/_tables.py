@@ -52,8 +52,8 @@ def time_notes(rows: Sequence[Row], unit: str) -> str:
     """The sentence under a table that says what its cells show."""
     note = f"Times are in {unit}"
     if any(r.spread and r.spread["n"] > 1 for r in rows):
-        note += ("; (max +x%) = the highest median of the run's repeats is x% above the one shown "
-                 "(the lowest)")
+        note += ("; (max +x%) = the highest median of the run's repeats (of all its processes with "
+                 "--processes) is x% above the one shown (the lowest)")
     if any(r.gbps is not None for r in rows):
         note += "; (GB/s, %) = minimal bytes moved / time, and its % of the device-to-device copy bandwidth"
     return note + "."
@@ -87,7 +87,7 @@ def runs_header(runs: Sequence[Run]) -> str:
     parts = ["## Runs\n"]
     for run in runs:
         facts = [f"torch {run.torch_version}", f"num_threads {run.num_threads}", f"triton {run.triton}"]
-        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "dynamic", "repeat", "call_forms")
+        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "dynamic", "repeat", "processes", "call_forms")
                   if k in run.extra]
         if run.extra.get("compiled_call_overhead_us") is not None:
             facts.append(f"compiled call overhead {run.extra['compiled_call_overhead_us']:.1f} us")

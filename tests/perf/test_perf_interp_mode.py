@@ -446,3 +446,39 @@ def test_the_step_overhead_row_is_measured_only_with_backward(monkeypatch, capsy
     interp_mode.measure_overheads(args, "cpu", 0.01, collected)
     assert collected.compiled_step_overhead_us is None and collected.step_overhead_seconds() is None
     assert collected.errors == [f"Compiled call overhead ({bench.STEP_OVERHEAD_SUB_LABEL}): RuntimeError: no compiler"]
+
+
+def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_path):
+    """``--processes 2``: Nightly, PR, Nightly, PR, each a new process with its own pickle and
+    cache; each tag's table column is its lowest median."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf._pickles import load_run, save_run
+
+    label, sub_label = "Interpolate, cpu", "Input (1, 3, 300, 400), torch.float32 | mode: nearest"
+    times = {("Nightly", 1): 4e-4, ("PR", 1): 5e-4, ("Nightly", 2): 6e-4, ("PR", 2): 3e-4}
+    calls = []
+
+    def fake_run_tag(tag, args, stem):
+        calls.append((tag, stem))
+        process = len(calls) // 2 + len(calls) % 2
+        path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
+        results = [Measurement(1, [seconds], TaskSpec("fn(x)", "", label=label, sub_label=sub_label,
+                                                        description=f"{kind} (v) {tag}"))
+                   for kind, seconds in (("Eager", 1e-3), ("Compiled", times[tag, process]))]
+        save_run(path, results, tag=tag)
+        return path, 0
+
+    monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
+    assert orchestrator.main([str(tmp_path), "--device=cpu", "--processes=2"]) == 0
+    assert [tag for tag, _ in calls] == ["Nightly", "PR", "Nightly", "PR"]
+    stems = [stem for _, stem in calls]
+    assert stems[0] == stems[1] != stems[2] == stems[3] and stems[0].endswith("-process1")
+    merged = {}
+    for tag in orchestrator.RUN_ORDER:
+        (path,) = [p for p in tmp_path.glob(f"*-{tag}.pkl") if "-process" not in p.name]
+        merged[tag] = {r.description: r.median for r in load_run(path).rows}
+    assert merged["Nightly"]["Compiled (v) Nightly"] == pytest.approx(4e-4)
+    assert merged["PR"]["Compiled (v) PR"] == pytest.approx(3e-4)
+    (table,) = tmp_path.glob("*-speedup.md")
+    assert "1.33x" in table.read_text()  # 4e-4 / 3e-4

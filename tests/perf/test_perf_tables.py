@@ -8,7 +8,7 @@ import torch
 from torch.utils.benchmark.utils.common import Measurement, TaskSpec
 
 from perf import plot, results_table, speedup
-from perf._pickles import load_run, median_seconds, save_run
+from perf._pickles import load_run, median_seconds, merge_runs, save_run
 from perf.speedup import REPORT_COMPARES, Spec, SpeedupError, compute_speedups
 
 SUB_2D = ("Input (1, 3, 500, 400), torch.uint8, torch.contiguous_format | "
@@ -266,3 +266,34 @@ def test_fwd_bwd_rows_are_host_bound_below_the_empty_compiled_step(tmp_path):
     seed_rows = load_run(seed).rows
     assert seed_rows[0].step_overhead_us is None
     assert speedup.host_bound_seconds(step, seed_rows) == pytest.approx(100e-6)
+
+
+def test_merged_runs_keep_each_columns_lowest_median(tmp_path):
+    """``--processes``: per column the lowest median of all runs, with that run's roofline; the
+    spread spans every run's repeats; a mismatch in any run stays."""
+    label = "Interpolate, cuda"
+    eager, compiled = (label, SUB_F32, "Eager (v) PR"), (label, SUB_F32, "Compiled (v) PR")
+    small = (label, SUB_2D, "Compiled (v) PR")
+    first, second = tmp_path / "p1.pkl", tmp_path / "p2.pkl"
+    save_run(first, [measurement(*eager, 2e-3), measurement(*compiled, 1.5e-3), measurement(*small, 1e-4)],
+             tag="PR", spread={eager: {"min": 2e-3, "max": 2.2e-3, "n": 2}},
+             roofline={compiled: {"gbps": 100.0, "pct_of_copy": 10.0}},
+             mismatches={small: "output 0 differs"}, errors=["case A failed"],
+             compiled_call_overhead_us=60.0, compiled_step_overhead_us=None)
+    save_run(second, [measurement(*eager, 2.4e-3), measurement(*compiled, 1e-3)],
+             tag="PR", spread={eager: {"min": 2.4e-3, "max": 3e-3, "n": 2}},
+             roofline={compiled: {"gbps": 150.0, "pct_of_copy": 15.0}},
+             compiled_call_overhead_us=45.0, compiled_step_overhead_us=200.0)
+    merged_path = tmp_path / "PR.pkl"
+    merged = merge_runs([first, second], merged_path)
+    run = load_run(merged_path)
+    rows = {r.key: r for r in run.rows}
+    assert rows[eager].median == pytest.approx(2e-3) and rows[compiled].median == pytest.approx(1e-3)
+    assert rows[eager].spread == {"min": 2e-3, "max": 3e-3, "n": 4}
+    assert rows[compiled].spread["n"] == 2 and rows[compiled].spread["max"] == pytest.approx(1.5e-3)
+    assert (rows[compiled].gbps, rows[compiled].pct_of_copy) == (150.0, 15.0)
+    assert rows[small].problem == "output 0 differs" and run.errors == ["case A failed"]
+    assert merged["compiled_call_overhead_us"] == 45.0 and merged["compiled_step_overhead_us"] == 200.0
+    assert run.extra["processes"] == 2 and run.extra["tag"] == "PR"
+    assert merged["filepath"] == str(merged_path)
+    assert "processes 2" in results_table.render([run])
