@@ -141,9 +141,9 @@ def main(argv=None) -> int:
 
     pickles = {}
     for tag, paths in runs.items():
-        if len(paths) == 1 and args.processes == 1:
+        if paths and args.processes == 1:
             pickles[tag] = paths[0]
-        elif paths:
+        elif paths:  # several processes: one pickle of their best medians
             pickles[tag] = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
             merge_runs(paths, pickles[tag])
     if not pickles:
