@@ -57,6 +57,20 @@ def _slice_periods(x: Tensor, period: short_periods.Period) -> Tensor:
     return torch.cat([periods.narrow(last, src, 1) for src in period.table], last).flatten(-2)
 
 
+def _gather_channel_rows(x: Tensor, indices: list[Tensor | None]) -> Tensor:
+    """``aten._unsafe_index(x, indices)`` for a channels-last ``x`` gathered along its innermost
+    spatial dim (``indices[-1]``, 1-d): over the view of x as rows of (W * C) contiguous
+    elements, output element ``j`` of a row reads ``last[j // C] * C + j % C``, a table
+    computed once per call (``kernel_choice.channel_rows``)."""
+    c = x.shape[1]
+    rows = x.movedim(1, -1).flatten(-2)
+    last = indices[-1].to(torch.int64)  # its values times c may pass int32's range
+    channels = torch.arange(c, device=last.device)
+    offsets = index_tables.index_table((last.unsqueeze(-1) * c + channels).flatten())
+    out = aten._unsafe_index(rows, [*indices[:1], *indices[2:-1], offsets])
+    return out.unflatten(-1, (last.shape[0], c)).movedim(-1, 1)
+
+
 def upsample_nearest(
     input: Tensor,
     output_size: Sequence,
@@ -113,6 +127,7 @@ def upsample_nearest(
     # (adjacent advanced indices keep their place); dims outside that range stay whole.
     moving = [d for d, p in enumerate(patterns) if p is None or p.kind == "repeat"]
     first, last = moving[0], moving[-1]
+    rows = kernel_choice.channel_rows(input, patterns)
     indices: list[Tensor | None] = [None] * (2 + first)
     for d in range(first, last + 1):
         dtype = eager_rules.map_dtype(isizes[d], output_size[d], scales[d])
@@ -121,14 +136,19 @@ def upsample_nearest(
         if p is None:
             idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)
             innermost = d == n - 1 and memory_format == torch.contiguous_format
-            if kernel_choice.index_table(input, innermost, rule, scales[d]):
+            # The rows' table holds the innermost map already (_gather_channel_rows).
+            table = not (rows and d == n - 1) and kernel_choice.index_table(input, innermost, rule, scales[d])
+            if table:
                 idx = index_tables.index_table(idx)
         elif p.kind == "repeat":
             idx = o // p.factor
         else:  # identity, or a stride already applied as a slice
             idx = o
         indices.append(idx.view([-1] + [1] * (last - d)))
-    x = aten._unsafe_index(x, indices)
+    if rows:
+        x = _gather_channel_rows(x, indices)
+    else:
+        x = aten._unsafe_index(x, indices)
     # clone, not contiguous: size-1 dims would keep non-canonical strides.
     return x.clone(memory_format=memory_format)
 

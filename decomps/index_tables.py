@@ -2,7 +2,7 @@
 
 Inductor inlines the computation of an index tensor into every load that reads through it. Along
 the innermost dim of a contiguous output that is the whole map, eager's float arithmetic, at
-every output element, in 16-lane vectors; and eager's nearest-exact map on CPU is float64
+every output element, in vectors; and eager's nearest-exact map on CPU is float64
 arithmetic (docs/semantics.md) wherever it is read. ``decomps::index_table(index)`` is a copy of
 its argument that Inductor stores in a buffer (``lowerings.index_tables``): the map is computed
 once per call (one element per output position along its dim) and the gather loads it.

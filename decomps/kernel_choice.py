@@ -4,17 +4,20 @@ lowers to the package's Triton kernels or to generated code (``lowerings.repeat`
 generated gather loads its index from a table (``index_tables``).
 
 Inductor's C++ backend loads a gather along the innermost dim element by element through a
-16-element buffer; eager's contiguous kernel, a loop over precomputed offsets, is faster there
+buffer of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there
 (docs/findings.md, finding 3), and eager's backward beats the generated window gather wherever an
 outer dim gathers. On CUDA the generated window gather divides by runtime sizes where they are
 symbolic, and eager's contiguous backward kernel is the faster one there (finding 2). Every
-index-free path (views, strided slices, short periods), every channels-last layout, uint8
-(eager's uint8 forward kernel is about 2x slower than the generated gather) and other devices
-keep the generated code. docs/design.md, "Kernel choice", has the table and the measurements.
+index-free path (views, strided slices, short periods), contiguous uint8 (eager's uint8 forward
+kernel is the slower one) and other devices keep the generated code. Channels-last gathers of
+few channels depend on the backend's vector width (``lowerings.cpu_vectors``): rows of
+(W * C) elements, per pixel, or, for uint8 with AVX2's vectors, ATen's kernel. docs/design.md,
+"Kernel choice", has the table and the measurements.
 
 The choice reads only the decisions the decomposition has already taken (its patterns, after
-short periods): no guard of its own. While exporting the decomposition stays, so exported
-programs hold aten ops only.
+short periods), with one guard of its own: the channel count of a channels-last gather of few
+channels (``_few_channels``), taken only where the example sizes have it. While exporting the
+decomposition stays, so exported programs hold aten ops only.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import torch
 from torch import Tensor
 from torch._prims_common import suggest_memory_format
 
-from . import index_patterns
+from lowerings import cpu_vectors
+
+from . import index_patterns, size_conditions
 from .eager_rules import KernelChoice, Rule
 
-# Device types whose contiguous gathers may run ATen's kernel.
+# Device types whose forward gathers (contiguous, or channels-last uint8 of few channels) and
+# backward window gathers may run ATen's kernel.
 ATEN_KERNEL_DEVICES = ("cpu",)
 # Device types whose backward gathers windows over symbolic sizes with ATen's kernel, and the
 # layouts where that kernel is the faster one.
@@ -36,6 +42,15 @@ ATEN_SYMBOLIC_BACKWARD_LAYOUTS = (torch.contiguous_format,)
 REPEAT_KERNEL_DEVICES = ("cuda", "cpu")
 # Device types whose generated gathers may load their index from a table.
 INDEX_TABLE_DEVICES = ("cpu",)
+# Device types whose channels-last gathers of few channels may read whole rows of (W * C)
+# elements or run ATen's kernel instead of moving each pixel as one masked vector, and the most
+# channels where that wins.
+FEW_CHANNELS_DEVICES = ("cpu",)
+FEW_CHANNELS = 3
+# The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
+# index from a table and a channels-last gather of few 1- or 4-byte channels reads rows; with
+# narrower vectors (AVX2) both lose (docs/design.md, "Kernel choice").
+WIDE_VECTOR_BITS = 512
 # Above this many taps per grad_input element, the backward sums in a reduction kernel
 # (backward.MAX_UNROLLED_TAPS): the repeat op's generated code unrolls them.
 MAX_REPEAT_TAPS = 16
@@ -52,25 +67,35 @@ def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bo
 
 
 def aten_forward(input: Tensor, patterns) -> bool:
-    """Whether the forward runs ATen's kernel: a floating-point input whose innermost dim the
-    decomposition would gather (``patterns[-1]`` None: no index-free pattern, no short period).
+    """Whether the forward runs ATen's kernel, where the decomposition would gather its innermost
+    dim (``patterns[-1]`` None: no index-free pattern, no short period): a contiguous
+    floating-point input; or, where the C++ backend's vectors are narrower than
+    ``WIDE_VECTOR_BITS``, a uint8 channels-last one of few channels (``_few_channels``).
 
     ``patterns``: per spatial dim, the index-free pattern the decomposition uses, None where it
     gathers.
     """
-    return _eligible(input, ATEN_KERNEL_DEVICES) and input.dtype.is_floating_point and patterns[-1] is None
+    if patterns[-1] is not None or not _eligible(input, ATEN_KERNEL_DEVICES, layouts=None):
+        return False
+    if suggest_memory_format(input) == torch.contiguous_format:
+        return input.dtype.is_floating_point
+    return input.dtype == torch.uint8 and not _wide_vectors() and _few_channels(input, patterns)
 
 
 def aten_backward(grad_output: Tensor, patterns, static) -> bool:
     """Whether the backward runs ATen's kernel: on CPU where some outer dim (any but the
-    innermost) would gather windows; on CUDA where some dim would gather windows over symbolic
-    sizes (the generated gather divides by runtime sizes and masks its window positions;
-    with static sizes it beats eager's kernel).
+    innermost) of a contiguous ``grad_output`` would gather windows, or any dim of a 4-d
+    channels-last one (its fwd+bwd step 1.7-6.3x faster than with the generated gather, AVX2);
+    on CUDA where some dim would gather windows over symbolic sizes (the generated gather
+    divides by runtime sizes and masks its window positions; with static sizes it beats
+    eager's kernel).
 
     ``patterns``: per spatial dim, after the innermost dim's short period; ``static``: per
     spatial dim, whether its input and output sizes are static.
     """
     if _eligible(grad_output, ATEN_KERNEL_DEVICES) and any(p is None for p in patterns[:-1]):
+        return True
+    if _eligible(grad_output, ATEN_KERNEL_DEVICES, (torch.channels_last,)) and any(p is None for p in patterns):
         return True
     symbolic_gather = any(p is None and not s for p, s in zip(patterns, static))
     layouts = ATEN_SYMBOLIC_BACKWARD_LAYOUTS
@@ -95,9 +120,10 @@ def repeat_op(tensor: Tensor, patterns) -> bool:
 def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale: float | None) -> bool:
     """Whether a gathered dim loads its index from a table computed once per call
     (``index_tables``) instead of computing it wherever it is read: on CPU, where the dim is the
-    output's innermost in memory (its map is computed per element, 16 lanes per vector) or where
-    its map is float64 arithmetic (the generic kernel's nearest-exact centre shift, float64
-    input, or both CPU kernels' maps selected at run time), not while exporting.
+    output's innermost in memory (its map is computed per element) and the C++ backend's
+    vectors are ``WIDE_VECTOR_BITS`` wide (with AVX2's the table loses), or where the dim is an
+    outer one whose map is float64 arithmetic (the generic kernel's nearest-exact centre shift,
+    float64 input, or both CPU kernels' maps selected at run time); not while exporting.
 
     Elsewhere the map is computed once per row or pixel in float32, as cheap as loading it: a
     channels-last (1,3,300,400)->(600,700) nearest with a literal size took 753 us computing it
@@ -108,7 +134,41 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     """
     if not _eligible(input, INDEX_TABLE_DEVICES, layouts=None):
         return False
+    if innermost:
+        return _wide_vectors()
     if isinstance(rule, KernelChoice):
         rule = rule.along(scale)
-    float64_map = isinstance(rule, KernelChoice) or rule.centre_shift or rule.double
-    return innermost or float64_map
+    return isinstance(rule, KernelChoice) or rule.centre_shift or rule.double
+
+
+def _wide_vectors() -> bool:
+    """Whether the C++ backend's vectors are AVX512's width or wider."""
+    return cpu_vectors.vector_bits() >= WIDE_VECTOR_BITS
+
+
+def channel_rows(input: Tensor, patterns) -> bool:
+    """Whether a channels-last gather of few channels (``_few_channels``) reads each output row
+    as one row of (W * C) elements through a table of source offsets
+    (``forward._gather_channel_rows``): 2-byte floats, and where the C++ backend's vectors are
+    ``WIDE_VECTOR_BITS`` wide, 1- and 4-byte dtypes too.
+
+    The backend moves each pixel of a per-pixel gather as one masked vector, mostly empty for a
+    few channels; a row's table-driven loads fill whole vectors. With narrower vectors (AVX2) the
+    masked float32 pixel is the faster one, and uint8 runs ATen's kernel (``aten_forward``).
+    """
+    if input.dtype in (torch.bfloat16, torch.float16) or (_wide_vectors() and input.dtype.itemsize <= 4):
+        return _few_channels(input, patterns)
+    return False
+
+
+def _few_channels(input: Tensor, patterns) -> bool:
+    """A channels-last gather on CPU whose innermost spatial dim gathers (``patterns[-1]`` None),
+    no dim a strided slice (its rows stay a view), with at most ``FEW_CHANNELS``
+    channels: a guard where the example sizes have it (``holds_where_taken``; other sizes keep
+    the per-pixel gather, exact for every size)."""
+    layouts = (torch.channels_last, torch.channels_last_3d)
+    if not _eligible(input, FEW_CHANNELS_DEVICES, layouts) or patterns[-1] is not None:
+        return False
+    if any(p is not None and p.kind == "stride" for p in patterns):
+        return False
+    return size_conditions.holds_where_taken(input.shape[1] <= FEW_CHANNELS)

@@ -4,3 +4,25 @@ import os
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.getcwd(), ".pytest_cache", "inductor"))
 
 import decomps  # noqa: E402,F401  (installs)
+import pytest  # noqa: E402
+
+from lowerings import cpu_vectors  # noqa: E402
+
+
+@pytest.fixture(params=[256, 512], ids=["256-bit", "512-bit"])
+def vector_bits(request, monkeypatch):
+    """The C++ backend's vector width as on an AVX2 and an AVX512 machine
+    (``decomps.kernel_choice`` reads it for CPU gathers)."""
+    monkeypatch.setattr(cpu_vectors, "vector_bits", lambda: request.param)
+    return request.param
+
+
+@pytest.fixture
+def fresh_compiles():
+    """Every compile traces the decompositions: the compile caches' keys do not see switches
+    that tests flip (the vector width)."""
+    import torch
+
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            yield

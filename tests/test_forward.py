@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -14,6 +15,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 import decomps
+from lowerings import cpu_vectors
 from tests.common import (
     RANKS,
     TABLE,
@@ -259,9 +261,11 @@ def forward(self, x_1):
     return upsample_nearest""")
 
     def test_graph_non_integer_ratio_gathers(self):
-        # The generated code of the same call: other devices, channels-last, exporting.
+        # The generated code of the same call: other devices, channels-last, exporting; the
+        # innermost map from a table, as with 512-bit vectors (kernel_choice.index_table).
         x = torch.randn(1, 2, 3, 4)
-        code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x, generated=True)
+        with mock.patch.object(cpu_vectors, "vector_bits", lambda: 512):
+            code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x, generated=True)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
     arange = torch.ops.aten.arange.default(5, dtype = torch.int32, device = device(type='cpu'), pin_memory = False)

@@ -135,14 +135,16 @@ def test_bad_input_raises_eagers_error():
                 assert actual[0] is expected[0] and "not implemented for" in actual[1], (op, actual)
 
 
-def test_compiled_matches_eager_and_is_deterministic():
-    """torch.compile on CPU, ATen's kernels forward and backward: eager's values and strides,
-    bitwise repeatable under ``torch.use_deterministic_algorithms(True)``."""
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=str)
+def test_compiled_matches_eager_and_is_deterministic(layout):
+    """torch.compile on CPU, ATen's kernels (forward where contiguous, backward in both layouts):
+    eager's values and strides, bitwise repeatable under
+    ``torch.use_deterministic_algorithms(True)``."""
     def fn(x):
         return F.interpolate(x, size=(9, 13), mode="nearest-exact")
 
-    x = _random((2, 3, 5, 7), torch.float32).requires_grad_()
-    g = _random((2, 3, 9, 13), torch.float32)
+    x = _random((2, 3, 5, 7), torch.float32, layout).requires_grad_()
+    g = _random((2, 3, 9, 13), torch.float32, layout)
     expected = fn(x)
     (expected_grad,) = torch.autograd.grad(expected, x, g)
     torch.use_deterministic_algorithms(True)
@@ -257,7 +259,7 @@ def _traced_choice(case: perf_cases.Case) -> tuple[bool, bool]:
 
 # The harness's CPU rows (perf.cases, full matrix) that take ATen's kernel where the layout is
 # contiguous, and the dtype floating point for the forward: (input spatial size, output size,
-# call form) -> (forward, backward). Every other row keeps generated code: channels-last, uint8
+# call form) -> (forward, backward). Every other contiguous row keeps generated code: uint8
 # forwards, the integer factors, and the short period 400 -> 700 where the output size is
 # symbolic (a literal one is static while the input's is symbolic, and the period's ratio guard
 # would pin the input size); that literal row's backward gathers the innermost dim only.
@@ -271,7 +273,14 @@ EXTERN_ROWS = {
 }
 
 
-def test_choice_for_the_harness_cpu_rows():
+# The harness's channels-last 2d CPU rows whose backward gathers windows (some dim): ATen's kernel.
+CHANNELS_LAST_WINDOW_GATHERS = {((500, 400), (256, 256)), ((1200, 1300), (200, 300)), ((300, 400), (600, 700))}
+
+
+def test_choice_for_the_harness_cpu_rows(vector_bits):
+    """Channels-last rows (3 channels) take ATen's kernel forward where they are uint8 and the
+    vectors narrow (``kernel_choice.aten_forward``), and backward where a dim gathers windows."""
+    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     seen = set()
     for case in perf_cases.make_cases("cpu", backward=True):
         if case.kind in ("fpn_merge", "unet_skip"):  # their upsample alone, as an interp row
@@ -284,8 +293,9 @@ def test_choice_for_the_harness_cpu_rows():
         seen.add(key)
         forward, backward = EXTERN_ROWS.get(key, (False, False))
         if case.memory_format != perf_cases.CONTIGUOUS:
-            forward = backward = False
-        forward = forward and case.dtype != "uint8"
+            forward = case.dtype == "uint8" and not wide
+            backward = case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
+        forward = forward and (case.dtype != "uint8" or case.memory_format != perf_cases.CONTIGUOUS)
         assert _traced_choice(case) == (forward, backward and case.backward), case.name
     assert set(EXTERN_ROWS) <= seen
 
@@ -349,13 +359,16 @@ def test_repeat_op_rule():
             assert not kernel_choice.repeat_op(x, [repeat, repeat])
 
 
-def test_index_table_rule():
-    """kernel_choice.index_table: on CPU, a gathered dim innermost in memory, or one whose map is
-    float64 arithmetic (centre shift, float64 input, both kernels' maps); not while exporting."""
+def test_index_table_rule(vector_bits):
+    """kernel_choice.index_table: on CPU, a gathered dim innermost in memory where the vectors
+    are wide, or an outer one whose map is float64 arithmetic (centre shift, float64 input, both
+    kernels' maps); not while exporting."""
+    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     x = torch.empty(2, 3, 4, 5)
     nearest, exact = Rule(exact=False), Rule(exact=True, centre_shift=True, fma=True)
     both = KernelChoice(torch.tensor(True), Rule(exact=True, header_special=True), exact)
-    assert kernel_choice.index_table(x, True, nearest, None)  # computed per element
+    assert kernel_choice.index_table(x, True, nearest, None) == wide  # computed per element
+    assert kernel_choice.index_table(x, True, exact, None) == wide
     assert not kernel_choice.index_table(x, False, nearest, None)  # per row: computing is as cheap
     assert kernel_choice.index_table(x, False, exact, None)
     assert kernel_choice.index_table(x, False, Rule(exact=False, double=True), None)
@@ -364,9 +377,42 @@ def test_index_table_rule():
     both_nearest = KernelChoice(torch.tensor(True), Rule(exact=False, header_special=True), nearest)
     assert not kernel_choice.index_table(x, False, both_nearest, None)
     assert kernel_choice.index_table(x, False, both_nearest, 1.7)
-    assert not kernel_choice.index_table(x.to("meta"), True, exact, None)  # not among the devices
+    assert not kernel_choice.index_table(x.to("meta"), False, exact, None)  # not among the devices
     with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
-        assert not kernel_choice.index_table(x, True, exact, None)
+        assert not kernel_choice.index_table(x, False, exact, None)
+
+
+def test_few_channels_rule(vector_bits):
+    """kernel_choice.channel_rows and aten_forward for channels-last gathers of at most
+    FEW_CHANNELS channels on CPU whose innermost spatial dim gathers: rows for 2-byte floats,
+    and for uint8 and float32 where the vectors are wide; where they are narrow, ATen's kernel
+    for uint8 and the per-pixel gather for float32."""
+    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
+    gather, inner_repeat = [Pattern("repeat", 2), None], [None, Pattern("repeat", 2)]
+
+    def cl(c, dtype, rank=2):
+        x = torch.empty(2, c, *[4, 5, 6][-rank:], dtype=dtype)
+        return x.contiguous(memory_format=torch.channels_last if rank == 2 else torch.channels_last_3d)
+
+    for dtype in (torch.bfloat16, torch.float16):
+        assert kernel_choice.channel_rows(cl(3, dtype), gather)
+        assert kernel_choice.channel_rows(cl(2, dtype, rank=3), [None] * 3)
+        assert not kernel_choice.aten_forward(cl(3, dtype), gather)
+    assert kernel_choice.channel_rows(cl(3, torch.float32), gather) == wide
+    assert not kernel_choice.aten_forward(cl(3, torch.float32), gather)
+    assert kernel_choice.channel_rows(cl(3, torch.uint8), gather) == wide
+    assert kernel_choice.aten_forward(cl(3, torch.uint8), gather) == (not wide)
+    assert not kernel_choice.channel_rows(cl(3, torch.float64), gather)
+    for x in (cl(4, torch.bfloat16), cl(4, torch.uint8)):  # more channels: per pixel
+        assert not kernel_choice.channel_rows(x, gather) and not kernel_choice.aten_forward(x, gather)
+    x = cl(3, torch.bfloat16)
+    assert not kernel_choice.channel_rows(x, inner_repeat)  # the innermost dim is index-free
+    assert not kernel_choice.channel_rows(x, [Pattern("stride", 2, 0), None])  # rows not a view
+    assert not kernel_choice.channel_rows(x.contiguous(), gather)
+    assert not kernel_choice.channel_rows(x.to("meta"), gather)  # not among the devices
+    with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
+        assert not kernel_choice.channel_rows(x, gather)
+        assert not kernel_choice.aten_forward(cl(3, torch.uint8), gather)
 
 
 def _index_tables(case: perf_cases.Case) -> int:
@@ -384,25 +430,76 @@ def _index_tables(case: perf_cases.Case) -> int:
 
 
 # Index tables of harness CPU rows, both call forms: (input spatial size, output size, dtype,
-# layout, mode) -> tables. Contiguous uint8 gathers load the innermost dim's map, and in
-# nearest-exact the outer dim's centre shift; channels-last rows load the centre shift only;
-# floating-point contiguous gathers run ATen's kernel.
+# layout, mode) -> tables with (narrow, wide) vectors. Contiguous uint8 gathers load the innermost
+# dim's map where the vectors are wide, and in nearest-exact the outer dim's centre shift;
+# channels-last uint8 rows run ATen's kernel with narrow vectors; with wide ones they read rows
+# through one table of offsets, as float32 rows do (which are per pixel with narrow vectors,
+# loading the centre shift); floating-point contiguous gathers run ATen's kernel.
 INDEX_TABLE_ROWS = {
-    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): 1,
-    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): 2,
-    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): 0,
-    ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): 0,
-    ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): 2,
-    ((300, 400), (600, 700), "float32", "channels_last", "nearest"): 0,
-    ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): 1,  # H repeats
+    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): (0, 1),
+    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): (1, 2),
+    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (0, 0),
+    ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): (0, 1),
+    ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (0, 2),
+    ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (0, 1),
+    ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): (1, 1),  # H repeats
 }
 
 
-def test_index_tables_for_the_harness_cpu_rows():
+def test_index_tables_for_the_harness_cpu_rows(vector_bits):
+    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     seen = set()
     for case in perf_cases.make_cases("cpu"):
         key = (case.shape[2:], case.osize, case.dtype, case.memory_format, case.mode)
         if case.kind == "interp" and case.shape[0] == 1 and key in INDEX_TABLE_ROWS:
             seen.add(key)
-            assert _index_tables(case) == INDEX_TABLE_ROWS[key], case.name
+            assert _index_tables(case) == INDEX_TABLE_ROWS[key][wide], case.name
     assert seen == set(INDEX_TABLE_ROWS)
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_few_channel_gathers_are_eager_exactly(vector_bits, rank, fresh_compiles):
+    """Channels-last gathers of 3 channels (rows, ATen's kernel or per pixel, by dtype and vector
+    width), both modes; 2d with static sizes and a symbolic output size, 3d with a literal one."""
+    isize, osize = ((7, 9), (11, 13)) if rank == 2 else ((4, 5, 6), (6, 7, 9))
+    layout = torch.channels_last if rank == 2 else torch.channels_last_3d
+    forms = [(False, "literal"), (True, "symbolic")] if rank == 2 else [(True, "literal")]
+    for dtype, mode, (dynamic, form) in itertools.product(
+        (torch.uint8, torch.bfloat16, torch.float32), ("nearest", "nearest-exact"), forms
+    ):
+        x = _random((2, 3, *isize), dtype, layout)
+        if form == "literal":
+            fn = eval(f"lambda x: F.interpolate(x, size={osize!r}, mode={mode!r})", {"F": F})
+        else:
+            fn = lambda x: F.interpolate(x, size=osize, mode=mode)  # noqa: E731
+        torch._dynamo.reset()
+        out = torch.compile(fn, dynamic=dynamic, fullgraph=True)(x)
+        _same(out, fn(x), (dtype, mode, dynamic, form))
+
+
+class _Graphs:
+    """An Inductor backend that counts the graphs it compiles."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        self.count += 1
+        return compile_fx(gm, example_inputs)
+
+
+@pytest.mark.parametrize("channels", [[3, 8, 2, 16]])
+def test_few_channels_compile_at_most_two_graphs(vector_bits, channels, fresh_compiles):
+    """The channel guard is taken only where the example has few channels: a call site whose
+    channel count changes compiles at most two graphs, each exact."""
+    fn = lambda x: F.interpolate(x, size=(9, 13), mode="nearest")  # noqa: E731
+    for dtype in (torch.bfloat16, torch.uint8, torch.float32):
+        torch._dynamo.reset()
+        graphs = _Graphs()
+        compiled = torch.compile(fn, backend=graphs, dynamic=True)
+        for c in channels:
+            x = _random((2, c, 5, 7), dtype, torch.channels_last)
+            _same(compiled(x), fn(x), (dtype, c))
+        assert graphs.count <= 2, (dtype, channels)

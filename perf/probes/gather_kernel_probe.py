@@ -241,14 +241,16 @@ def probe_row(shape, osize, dtype, memory_format) -> dict:
     return row
 
 
-def rows():
+def records(measure):
+    """``(label, record)`` per row of ``ROWS``, its columns from ``measure(shape, osize, dtype,
+    memory_format)``."""
     for shape, osize, dtype, fmt in ROWS:
-        row = probe_row(shape, osize, dtype, fmt)
+        row = measure(shape, osize, dtype, fmt)
         yield f"{shape}->{osize} {dtype} {fmt}", {"shape": shape, "osize": osize, "dtype": dtype, "memory_format": fmt, **row}
 
 
 def main(argv=None) -> int:
-    return probe_main("gather_kernel_probe", rows, argv)
+    return probe_main("gather_kernel_probe", lambda: records(probe_row), argv)
 
 
 if __name__ == "__main__":
