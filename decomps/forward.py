@@ -128,12 +128,13 @@ def upsample_nearest(
     moving = [d for d, p in enumerate(patterns) if p is None or p.kind == "repeat"]
     first, last = moving[0], moving[-1]
     rows = kernel_choice.channel_rows(input, patterns)
+    repeat_map = kernel_choice.repeat_map(input, patterns)
     indices: list[Tensor | None] = [None] * (2 + first)
     for d in range(first, last + 1):
         dtype = eager_rules.map_dtype(isizes[d], output_size[d], scales[d])
         o = torch.arange(output_size[d], dtype=dtype, device=input.device)
         p = patterns[d]
-        if p is None:
+        if p is None or (repeat_map and p.kind == "repeat"):
             idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)
             innermost = d == n - 1 and memory_format == torch.contiguous_format
             # The rows' table holds the innermost map already (_gather_channel_rows).

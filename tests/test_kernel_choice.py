@@ -359,6 +359,43 @@ def test_repeat_op_rule():
             assert not kernel_choice.repeat_op(x, [repeat, repeat])
 
 
+def test_repeat_map_rule():
+    """kernel_choice.repeat_map: on CPU, a contiguous input whose innermost dim gathers and some
+    other dim repeats; not while exporting."""
+    repeat, identity = Pattern("repeat", 2), Pattern("identity")
+    x = torch.empty(2, 3, 4, 5)
+    assert kernel_choice.repeat_map(x, [repeat, None])
+    assert kernel_choice.repeat_map(torch.empty(1, 2, 3, 4, 5), [repeat, identity, None])
+    assert not kernel_choice.repeat_map(x, [None, None])  # nothing repeats
+    assert not kernel_choice.repeat_map(x, [None, repeat])  # the innermost dim is index-free
+    assert not kernel_choice.repeat_map(x.contiguous(memory_format=torch.channels_last), [repeat, None])
+    assert not kernel_choice.repeat_map(x.to("meta"), [repeat, None])  # not among the devices
+    with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
+        assert not kernel_choice.repeat_map(x, [repeat, None])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_repeated_dims_are_indexed_per_row(vector_bits, mode, dynamic, fresh_compiles):
+    """A contiguous uint8 gather along W whose H repeats (a literal output size, x2): eager's
+    values in both shape modes, and with dynamic shapes no floor division left in the C++ code,
+    where the backend would compute ``o // 2`` for every lane of the gather
+    (``kernel_choice.repeat_map``)."""
+    def f(x):
+        return F.interpolate(x, size=(60, 70), mode=mode)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, dynamic=dynamic)
+    x = _random((1, 3, 30, 40), torch.uint8)
+    out, code = run_and_get_code(compiled, x)
+    _same(out, f(x), mode)
+    if dynamic:
+        assert "div_floor_integer" not in "\n".join(code)
+    for shape in ((2, 3, 30, 40), (1, 2, 30, 57)):  # other batch, channels, widths
+        x = _random(shape, torch.uint8)
+        _same(compiled(x), f(x), (mode, shape))
+
+
 def test_index_table_rule(vector_bits):
     """kernel_choice.index_table: on CPU, a gathered dim innermost in memory where the vectors
     are wide, or an outer one whose map is float64 arithmetic (centre shift, float64 input, both
