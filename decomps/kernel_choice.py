@@ -150,10 +150,10 @@ def repeat_map(input: Tensor, patterns) -> bool:
     it does a gathered dim, instead of ``o // k``: on CPU, for a contiguous input whose innermost
     dim gathers. Inductor folds ``o // k`` into the gather's load index, and the C++ backend
     computes that index for each vector lane (an int64 floor division per element); the map is
-    computed once per row. uint8 (1,3,300,400)->(600,700) with a literal size (H repeats), 1
-    thread: 2.29-2.34 ms against 1.48-1.72 with AVX2, 0.77 against 0.64 with AVX512 (Nightly
-    1.31 / 0.95). Channels-last gathers move whole pixels or rows and keep ``o // k``
-    (bf16 rows with AVX2: 2.36 ms, 3.03-3.14 with the map)."""
+    computed once per row: uint8 (1,3,300,400)->(600,700) with a literal size (H x2) went from
+    0.61x Nightly to 0.97x with AVX2's code, and is 1.49x with AVX512's (docs/design.md, "Kernel
+    choice"). Channels-last gathers move whole pixels or rows and keep ``o // k`` (there the map
+    lost for bf16 rows with AVX2)."""
     if patterns[-1] is not None or not any(p is not None and p.kind == "repeat" for p in patterns):
         return False
     return _eligible(input, REPEAT_MAP_DEVICES)
