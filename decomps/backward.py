@@ -3,7 +3,10 @@
 Each grad_input element sums the window of grad_output that eager's backward kernel assigns to it,
 ``grad_output[lo(i) : lo(i + 1)]`` per spatial dim, with ``lo`` from ``backward_windows``: no scatter,
 no atomics, no zero-fill pass, deterministic. Windows that follow an index-free pattern become
-views: ``reshape + sum`` for ``o // k`` maps, zero padding for strided downsampling.
+views: ``reshape + sum`` for ``o // k`` maps, zero padding for strided downsampling. Where every
+window holds at most one output (a downsample), each gradient element is instead stored into its
+input (``_store_to_owners``, where ``kernel_choice.plain_store`` says): a scatter without
+collisions, deterministic without accumulation.
 float16 / bfloat16 accumulate in float32 and round once, as eager's opmath does.
 """
 
@@ -25,6 +28,7 @@ from . import (
     checks,
     eager_rules,
     index_patterns,
+    index_tables,
     kernel_choice,
     repeat_kernels,
     repeats,
@@ -211,6 +215,37 @@ def _scatter_to_sources(g: Tensor, input_size, output_size, scales, rule, first,
     return summed
 
 
+def _owners(isize, osize, scale, rule, device, rank: int) -> Tensor:
+    """``owner(o)``: the ``i`` with ``lo(i) <= o < lo(i + 1)``, for every output ``o``, where the
+    windows cover every output (``backward_windows.injective_windows``). For a CPU rule, whose
+    windows are the exact preimage of the non-decreasing ``src``, that is ``src(o)``."""
+    if isinstance(rule, eager_rules.Rule):
+        return eager_rules.source_indices(isize, osize, scale, rule, device)
+    dtype = torch.int64
+    if rank <= INT32_WINDOW_MAX_RANK:
+        dtype = backward_windows.cuda_window_dtype(isize, osize, scale)
+    o = torch.arange(osize, dtype=dtype, device=device)
+    return backward_windows.cuda_window_owner(o, isize, osize, scale, rule == "cuda-exact")
+
+
+def _store_to_owners(g: Tensor, input_size, output_size, scales, rule, memory_format) -> Tensor:
+    """``grad_input[owner(o)] = g[o]`` into zeros, where no input receives two outputs
+    (``backward_windows.injective_windows`` in every dim): the adjoint is then a scatter without
+    collisions, which a plain store makes deterministic (no accumulation, no atomics), and each
+    stored value is eager's (a sum of one element)."""
+    n = len(output_size)
+    owners = [_owners(input_size[2 + d], output_size[d], scales[d], rule, g.device, n) for d in range(n)]
+    if kernel_choice.owner_table(g):
+        # every dim's owners in one table: one kernel computes them all
+        owners = index_tables.index_table(torch.cat(owners)).split(list(output_size))
+    indices = [owner.view([-1] + [1] * (n - 1 - d)) for d, owner in enumerate(owners)]
+    if memory_format == torch.channels_last:  # over the (N, H, W, C) view: eager's strides
+        zeros = g.new_zeros([input_size[0], *input_size[2:], input_size[1]])
+        stored = aten._unsafe_index_put(zeros, [None, *indices], g.permute(0, 2, 3, 1))
+        return stored.permute(0, 3, 1, 2)
+    return aten._unsafe_index_put(g.new_zeros(list(input_size)), [None, None, *indices], g)
+
+
 def upsample_nearest_backward(
     grad_output: Tensor,
     output_size: Sequence,
@@ -250,6 +285,10 @@ def upsample_nearest_backward(
                 patterns[d] = Pattern("identity")  # after the sums: equal sizes, unit windows
         if patterns[d] is None:
             break  # outer dims gather whole rows
+    if not periods and identity_if is None and kernel_choice.plain_store(grad_output, patterns, static) and all(
+        backward_windows.injective_windows(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
+    ):
+        return _store_to_owners(grad_output, input_size, output_size, scales, rule, memory_format)
     if kernel_choice.aten_backward(grad_output, patterns, static):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
     if not periods and kernel_choice.repeat_op(grad_output, patterns):

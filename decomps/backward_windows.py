@@ -26,7 +26,7 @@ from .eager_rules import (
     widen,
     with_special_cases,
 )
-from .size_conditions import holds, host_tensors, int32_where, is_static, ratio_hint
+from .size_conditions import holds, host_tensors, int32_where, is_static, ratio_hint, size_hint
 
 
 def cpu_window_start(i: Tensor, isize, osize, scale, rule: Rule) -> Tensor:
@@ -66,6 +66,28 @@ def cuda_window_start(i: Tensor, isize, osize, scale, exact: bool) -> Tensor:
     else:
         value = i.to(F32) * s  # ``int * float``: one float32 product
     return value.ceil().to(i.dtype).clamp(0, osize)
+
+
+def cuda_window_owner(o: Tensor, isize, osize, scale, exact: bool) -> Tensor:
+    """The ``i < isize`` whose CUDA window ``[lo(i), lo(i + 1))`` holds output ``o``, where the
+    windows cover every output (``lo(isize) == osize``, as ``injective_windows`` requires).
+
+    ``lo(i) <= o`` exactly where the unrounded start ``v(i)`` (``i * s``, or ``i * s - 0.5``) is,
+    and ``v`` does not decrease, so the owner is the last ``i`` with ``lo(i) <= o``. Its real-valued
+    estimate ``(o [+ 0.5]) / s`` is within one of it while float32 products are within ``s`` of
+    their values (``isize < 2**24``); counting ``lo(i) <= o`` over four candidates from two below
+    the estimate is exact.
+    """
+    reciprocal = 1.0 / widen(cuda_backward_scale(isize, osize, scale))  # once, not per element
+    shifted = o.to(F64) + 0.5 if exact else o.to(F64)
+    base = (shifted * reciprocal).floor().to(o.dtype) - 2
+    base = base.clamp(0, isize - 1)
+    owner = base
+    for d in range(1, 5):
+        i = base + d
+        below = (i < isize) & (cuda_window_start(i, isize, osize, scale, exact) <= o)
+        owner = owner + below.to(o.dtype)
+    return owner
 
 
 def cuda_window_dtype(isize, osize, scale) -> torch.dtype:
@@ -138,6 +160,31 @@ def symbolic_window_bound(isize, osize, scale, rule_or_cuda) -> int | None:
         if holds(osize <= r * isize):
             return widened(r)
     return None
+
+
+# ``cuda_window_owner``'s estimate needs float32 products within one scale of their values.
+OWNER_SIZE_LIMIT = 2**24
+
+
+def injective_windows(isize, osize, scale, rule_or_cuda) -> bool:
+    """Whether no input receives two outputs and every output has its input: every window holds
+    at most one output (``ceil_ratio_bounds_windows`` with ``r = 1``, a downsample) and they end
+    at ``osize`` (``lo(isize) == osize``: always on CPU; on CUDA, whose last window may end
+    early with an explicit scale, only without one, or checked for static sizes). Symbolic sizes
+    take it under ``holds`` where the example sizes downsample."""
+    cuda = rule_or_cuda in CUDA_RULES
+    if is_static(isize, osize):
+        if osize > isize or (cuda and isize >= OWNER_SIZE_LIMIT):
+            return False
+        sizes = _static_window_sizes(isize, osize, scale, rule_or_cuda)
+        return max(sizes) <= 1 and sum(sizes) == osize
+    if is_explicit(scale):
+        return not cuda and scale < 1 and symbolic_window_bound(isize, osize, scale, rule_or_cuda) == 1
+    if size_hint(osize) >= size_hint(isize) or (cuda and size_hint(isize) >= OWNER_SIZE_LIMIT):
+        return False
+    if cuda and not holds(isize < OWNER_SIZE_LIMIT):
+        return False
+    return holds(ceil_ratio_bounds_windows(isize, osize, None, 1))
 
 
 # ``eager_rules.window_rule``'s names of CUDA's two backward kernels.

@@ -1,8 +1,9 @@
 """Which kernel a call site runs: the decomposition's generated code, ATen's own kernel as an
 extern call (``aten_kernels``), or the integer-repeat ops (``repeat_kernels``), which Inductor
 lowers to the package's Triton kernels or to generated code (``lowerings.repeat``); where a
-generated gather loads its index from a table (``index_tables``), and where it indexes a repeated
-dim by its map rather than ``o // k`` (``repeat_map``).
+generated gather loads its index from a table (``index_tables``), where it indexes a repeated
+dim by its map rather than ``o // k`` (``repeat_map``), and where a downsample's backward stores
+each gradient element into its input rather than gathering windows (``plain_store``).
 
 Inductor's C++ backend loads a gather along the innermost dim element by element through a
 buffer of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there
@@ -55,6 +56,15 @@ WIDE_VECTOR_BITS = 512
 # Device types whose contiguous gathers along the innermost dim index their repeated dims by
 # eager's map instead of ``o // k``.
 REPEAT_MAP_DEVICES = ("cpu",)
+# Where the backward stores each gradient element into the one input it belongs to, if no input
+# receives two (downsampling; ``backward._store_to_owners``): per device type, the layouts (None:
+# any), and whether static sizes store too. On CPU channels-last rows lost to ATen's kernel with
+# symbolic sizes; on CUDA the generated gather over static sizes is the faster one
+# (docs/design.md, "Kernel choice").
+PLAIN_STORE_LAYOUTS = {"cpu": (torch.contiguous_format,), "cuda": None}
+PLAIN_STORE_STATIC_DEVICES = ("cpu",)
+# Device types whose plain stores read their input indices from a table.
+OWNER_TABLE_DEVICES = ("cpu", "cuda")
 # Above this many taps per grad_input element, the backward sums in a reduction kernel
 # (backward.MAX_UNROLLED_TAPS): the repeat op's generated code unrolls them.
 MAX_REPEAT_TAPS = 16
@@ -104,6 +114,32 @@ def aten_backward(grad_output: Tensor, patterns, static) -> bool:
     symbolic_gather = any(p is None and not s for p, s in zip(patterns, static))
     layouts = ATEN_SYMBOLIC_BACKWARD_LAYOUTS
     return symbolic_gather and _eligible(grad_output, ATEN_SYMBOLIC_BACKWARD_DEVICES, layouts)
+
+
+def plain_store(grad_output: Tensor, patterns, static) -> bool:
+    """Whether the backward may store each gradient element into its input
+    (``backward._store_to_owners``) where every dim's windows hold at most one output: some dim
+    gathers (``patterns``: None there; index-free downsampling stays a view), on a device and
+    layout of ``PLAIN_STORE_LAYOUTS``, and with symbolic sizes in a gathered dim (``static``:
+    per spatial dim) unless the device is one of ``PLAIN_STORE_STATIC_DEVICES``.
+
+    The store reads each gradient element once and writes zeros elsewhere; the gather reads a
+    window per grad_input element (four times as many elements for a 2x downsample), and with
+    symbolic sizes divides by them (docs/findings.md, finding 2).
+    """
+    gathered = [s for p, s in zip(patterns, static) if p is None]
+    device = grad_output.device.type
+    if not gathered or device not in PLAIN_STORE_LAYOUTS:
+        return False
+    if not _eligible(grad_output, (device,), PLAIN_STORE_LAYOUTS[device]):
+        return False
+    return device in PLAIN_STORE_STATIC_DEVICES or not all(gathered)
+
+
+def owner_table(grad_output: Tensor) -> bool:
+    """Whether the plain store's input indices are a table (``index_tables``), computed once per
+    call, rather than computed at each stored element."""
+    return grad_output.device.type in OWNER_TABLE_DEVICES
 
 
 def repeat_op(tensor: Tensor, patterns) -> bool:

@@ -37,13 +37,16 @@ def backward_op(rank: int, exact: bool):
 def generated_code():
     """A context in which every call site runs the decompositions' generated code: ATen's
     kernels and the repeat ops (``kernel_choice``) on no device, as on a device without them or
-    while exporting.
+    while exporting; and the backward gathers its windows where it could store to each input
+    (``kernel_choice.PLAIN_STORE_LAYOUTS``, tested on its own in tests/test_backward.py).
 
     The compile caches' keys do not see it: compile under it with fresh caches
     (``torch._inductor.utils.fresh_inductor_cache()``)."""
     with mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()), mock.patch.object(
         kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", ()
-    ), mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()):
+    ), mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()), mock.patch.object(
+        kernel_choice, "PLAIN_STORE_LAYOUTS", {}
+    ):
         yield
 
 

@@ -20,11 +20,20 @@ SCATTER_OPS = frozenset({
     "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
 })
 GATHER_OPS = frozenset({"index", "_unsafe_index", "gather", "index_select"})
+# Scatters that always add into their target; the index_put family adds where ``accumulate``.
+ADDING_SCATTER_OPS = frozenset({"index_add", "index_add_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_"})
+INDEX_PUT_OPS = frozenset({"index_put", "index_put_", "_unsafe_index_put", "_index_put_impl_"})
 
 
 def op_names(targets) -> set[str]:
     """Overload packet names of the ``OpOverload`` targets among ``targets``."""
     return {t.overloadpacket.__name__ for t in targets if isinstance(t, torch._ops.OpOverload)}
+
+
+def _accumulates(node: torch.fx.Node, name: str) -> bool:
+    if name in INDEX_PUT_OPS:
+        return bool(node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False))
+    return name in ADDING_SCATTER_OPS
 
 
 class PostGradGraphs(CustomGraphPass):
@@ -37,9 +46,12 @@ class PostGradGraphs(CustomGraphPass):
 
     def __init__(self) -> None:
         self.graphs: list[list] = []
+        self.accumulating: list[set[str]] = []
 
     def __call__(self, graph: torch.fx.Graph) -> None:
-        self.graphs.append([n.target for n in graph.nodes if n.op == "call_function"])
+        nodes = [n for n in graph.nodes if n.op == "call_function"]
+        self.graphs.append([n.target for n in nodes])
+        self.accumulating.append({name for n in nodes for name in op_names([n.target]) if _accumulates(n, name)})
 
     def uuid(self) -> str:
         return "decomps-tests-post-grad-graphs"
@@ -47,6 +59,11 @@ class PostGradGraphs(CustomGraphPass):
     def scatters(self) -> list[set[str]]:
         """Per graph, the scatter ops it holds."""
         return [op_names(g) & SCATTER_OPS for g in self.graphs]
+
+    def accumulating_scatters(self) -> list[set[str]]:
+        """Per graph, the scatter ops it holds that add into their target (an ``index_put``
+        with ``accumulate=True``, a ``scatter_add``, ...): what a plain store is not."""
+        return list(self.accumulating)
 
     def gathers(self) -> list[set[str]]:
         """Per graph, the gather ops it holds."""

@@ -178,8 +178,10 @@ class TestBackward(TestCase):
             tol = gradient_tolerance(g, lambda t: op(t, [osize], [2, 3, isize], scale))
             graph = make_fx(backward, tracing_mode="symbolic")(g, x)
             assert_grad_close(self, graph(g, x), expected, tol, msg)
-            # ATen's kernel: on CUDA wherever the windows are gathered (1d: no outer dim on CPU).
-            externs = [] if cpu or not taps else ["decomps.upsample_nearest_backward.default"]
+            # ATen's kernel: on CUDA wherever the windows are gathered (1d: no outer dim on CPU),
+            # but for a downsample without an explicit scale, stored to each input instead.
+            stores = not cpu and taps == 1 and scale is None
+            externs = [] if cpu or not taps or stores else ["decomps.upsample_nearest_backward.default"]
             self.assertEqual(aten_kernel_nodes(graph), externs, msg)
             with generated_code():
                 graph = make_fx(backward, tracing_mode="symbolic")(g, x)
@@ -253,6 +255,77 @@ class TestBackward(TestCase):
             self.assertEqual(actual.stride(), expected.stride(), msg=msg)
             tol = gradient_tolerance(g, lambda t: op(t, osize, [2, 3] + isize))
             assert_grad_close(self, actual, expected, tol, msg)
+
+    def test_plain_store_for_downsampling(self, device):
+        """Where no input receives two outputs and some dim gathers, the backward stores each
+        gradient element into its input (one ``index_put`` without accumulation): on CPU for
+        contiguous gradients, on CUDA for symbolic sizes without explicit scales
+        (``kernel_choice.plain_store``, ``backward_windows.injective_windows``). Eager's bits and
+        strides, traced with symbolic sizes and run with real ones; ``generated_code()`` gathers."""
+        cases = [  # input spatial size, output size, scales: no short period, no index-free dim
+            ([50], [23], [None]), ([40], [28], [0.7]),
+            ([50, 40], [23, 31], [None, None]), ([17, 9], [5, 7], [None, None]), ([20, 30], [11, 16], [0.55, 0.55]),
+            ([9, 10, 11], [4, 7, 6], [None] * 3),
+        ]
+        cpu = torch.device(device).type == "cpu"
+        for (isize, osize, scales), exact, dtype, channels_last, tracing in itertools.product(
+            cases, (False, True), FLOAT_DTYPES, (False, True), ("symbolic", "real")
+        ):
+            rank = len(isize)
+            if channels_last and rank == 1:
+                continue
+            op = backward_op(rank, exact)
+            g = torch.randn([2, 3] + osize, dtype=dtype, device=device)
+            g = g.contiguous(memory_format=memory_format_of(rank, channels_last))
+            x = torch.empty([2, 3] + isize, device=device)
+
+            def backward(g, x):
+                return TABLE[op](g, list(g.shape[2:]), list(x.shape), *scales)
+
+            expected = op(g, osize, [2, 3] + isize, *scales)
+            msg = f"{isize} -> {osize} {scales} {dtype} channels_last={channels_last} {tracing} exact {exact}"
+            for generated in (False, True):
+                with generated_code() if generated else contextlib.nullcontext():
+                    graph = make_fx(backward, tracing_mode=tracing)(g, x)
+                actual = graph(g, x)
+                self.assertTrue(torch.equal(actual, expected), msg)
+                self.assertEqual(actual.stride(), expected.stride(), msg=msg)
+                puts = [n for n in graph.graph.nodes if n.target in (torch.ops.aten.index_put.default,
+                                                                    torch.ops.aten._unsafe_index_put.default)]
+                if cpu:
+                    stores = not channels_last
+                else:
+                    stores = tracing == "symbolic" and scales[0] is None
+                self.assertEqual(len(puts), int(stores and not generated), msg)
+                self.assertFalse(any(n.args[3:4] == (True,) or n.kwargs.get("accumulate") for n in puts), msg)
+
+    def test_plain_store_compiled(self, device):
+        """Compiled training steps of downsamples, ``dynamic=True``, a literal and a symbolic
+        output size: eager's gradient bit for bit, its strides, a non-accumulating store in the
+        backward graph and no scatter-add."""
+        from tests.graphs import post_grad_graphs
+
+        cpu = torch.device(device).type == "cpu"
+        for mode, channels_last, literal in itertools.product(("nearest", "nearest-exact"), (False, True), (False, True)):
+            x = torch.randn(2, 3, 45, 37, device=device)
+            x = x.contiguous(memory_format=memory_format_of(2, channels_last)).requires_grad_()
+            o = torch.empty(20, 31)
+
+            def step(x, o):
+                return torch.nn.functional.interpolate(x, size=(20, 31) if literal else o.shape, mode=mode)
+
+            torch._dynamo.reset()
+            with post_grad_graphs() as graphs:
+                out = torch.compile(step, dynamic=True)(x, o)
+                g = torch.randn_like(out)
+                (grad,) = torch.autograd.grad(out, x, g)
+            (expected,) = torch.autograd.grad(step(x, o), x, g)
+            msg = f"{mode} channels_last={channels_last} literal={literal}"
+            self.assertTrue(torch.equal(grad, expected), msg)
+            self.assertEqual(grad.stride(), expected.stride(), msg=msg)
+            self.assertEqual(graphs.accumulating_scatters(), [set(), set()], msg=msg)
+            stores = not channels_last if cpu else True
+            self.assertEqual(bool(graphs.scatters()[1]), stores, msg=msg)
 
     def test_half_precision_accumulates_in_float32(self, device):
         # 64 terms of 1 + 2**-8: a bfloat16 running sum would stall; float32 then one rounding not.

@@ -88,6 +88,72 @@ class TestBackwardWindows(TestCase):
         self.assertGreater(ceil_bounds, len(cases) // 2)  # r alone is the bound for most pairs
 
 
+class TestInjectiveWindows(TestCase):
+    """Where no input receives two outputs (``injective_windows``), each output's input: the CPU
+    forward map, CUDA's ``cuda_window_owner``; the plain store of the backward relies on both."""
+
+    RULES = ("cuda", "cuda-exact", eager_rules.cpu_backward_rule(False), eager_rules.cpu_backward_rule(True))
+
+    def _cases(self):
+        pairs = [(i, o, None) for i in range(1, 61) for o in range(1, i + 2)]
+        pairs += [(i, o, None) for i, o in random_size_pairs(100, seed=5) if o <= i]
+        pairs += [(2345, 1234, None), (2456, 1345, None)]
+        return pairs + [c for c in explicit_scale_cases() if c[0] <= 120]
+
+    def test_static_sizes_hold_one_output_per_window(self):
+        """True exactly where every window holds at most one output and they cover the outputs
+        (and, for CUDA's owner estimate, ``isize < OWNER_SIZE_LIMIT``)."""
+        taken = 0
+        for (isize, osize, scale), rule in itertools.product(self._cases(), self.RULES):
+            lo = backward_windows.window_starts(isize, osize, scale, rule, "cpu")
+            cuda = rule in backward_windows.CUDA_RULES
+            expected = int((lo[1:] - lo[:-1]).max()) <= 1 and int(lo[-1]) == osize
+            expected = expected and not (cuda and isize >= backward_windows.OWNER_SIZE_LIMIT)
+            self.assertEqual(backward_windows.injective_windows(isize, osize, scale, rule), expected,
+                             msg=(isize, osize, scale, rule))
+            taken += expected
+        self.assertGreater(taken, 500)
+        limit = backward_windows.OWNER_SIZE_LIMIT  # CUDA's owner estimate: isize below it
+        self.assertFalse(backward_windows.injective_windows(limit, 5, None, "cuda"))
+        self.assertTrue(backward_windows.injective_windows(limit, 5, None, eager_rules.cpu_backward_rule(True)))
+
+    def test_owners_are_the_windows_inputs(self):
+        """``owner(o)`` is the ``i`` with ``lo(i) <= o < lo(i + 1)``: CUDA's formula, in int64 and
+        int32, and the CPU rules' forward map (their windows are its exact preimage)."""
+        for (isize, osize, scale), rule in itertools.product(self._cases(), self.RULES):
+            if not backward_windows.injective_windows(isize, osize, scale, rule):
+                continue
+            lo = backward_windows.window_starts(isize, osize, scale, rule, "cpu")
+            o = torch.arange(osize)
+            expected = torch.searchsorted(lo, o, right=True) - 1
+            if rule in backward_windows.CUDA_RULES:
+                for dtype in (torch.int64, torch.int32):
+                    owner = backward_windows.cuda_window_owner(o.to(dtype), isize, osize, scale, rule == "cuda-exact")
+                    self.assertEqual(owner.dtype, dtype)
+                    self.assertEqual(owner.tolist(), expected.tolist(), msg=(isize, osize, scale, rule))
+            else:
+                owner = eager_rules.source_indices(isize, osize, scale, rule, "cpu")
+                self.assertEqual(owner.tolist(), expected.tolist(), msg=(isize, osize, scale, rule))
+
+    def test_symbolic_sizes(self):
+        """A downsample's condition is a guard (``ceil_ratio_bounds_windows`` with ``r = 1``; on
+        CUDA also ``isize < OWNER_SIZE_LIMIT``); an upsample adds none; CUDA's explicit scales
+        never qualify (the last window may end early); while exporting only what is proved."""
+        for rule in self.RULES:
+            cuda = rule in backward_windows.CUDA_RULES
+            env, (i, o) = symbolic_sizes(2345, 1234)
+            self.assertTrue(backward_windows.injective_windows(i, o, None, rule))
+            self.assertEqual(len(env.guards), 2 if cuda else 1, msg=rule)
+            env, (i, o) = symbolic_sizes(1234, 2345)
+            self.assertFalse(backward_windows.injective_windows(i, o, None, rule))
+            self.assertEqual(env.guards, [])
+            env, (i, o) = symbolic_sizes(100, 75)
+            self.assertEqual(backward_windows.injective_windows(i, o, 0.75, rule), not cuda, msg=rule)
+            env, (i, o) = symbolic_sizes(2345, 1234)
+            with exporting():
+                self.assertFalse(backward_windows.injective_windows(i, o, None, rule))
+
+
 class TestCudaWindowDtype(TestCase):
     """CUDA's window starts may be int32 where ``i``, ``lo(i)`` and ``i * s`` stay below
     ``INT32_MAP_LIMIT``: for symbolic sizes under a guard where the example sizes meet it; the

@@ -115,7 +115,8 @@ class TestCompile(TestCase):
         self.assertEqual(graphs.gathers(), [{"_unsafe_index"}])
 
     def test_backward_matrix(self, device):
-        """Training step through F.interpolate / nn.Upsample: gather backward, eager's values."""
+        """Training step through F.interpolate / nn.Upsample: a backward without scatter-adds,
+        eager's values."""
         cases = [({"scale_factor": 2.0}, None), ({"scale_factor": 1.5}, None),
                  ({"scale_factor": 1.5, "recompute_scale_factor": True}, None),
                  ({"scale_factor": 0.5}, None), ({"size": (7, 13, 5)}, None)]
@@ -138,8 +139,9 @@ class TestCompile(TestCase):
                 assert_same(self, out, ref_out, msg=msg)
                 self.assertEqual(grad.stride(), ref_grad.stride(), msg=msg)
                 self.assertEqual(grad, ref_grad, rtol=1e-5, atol=1e-5, msg=msg)
-                # a forward and a backward graph, neither with a scatter
-                self.assertEqual(graphs.scatters(), [set(), set()], msg=msg)
+                # a forward and a backward graph, neither adding through an index (a
+                # downsample's backward may store to each input: tests/test_backward.py)
+                self.assertEqual(graphs.accumulating_scatters(), [set(), set()], msg=msg)
 
     def test_deterministic_mode_and_bitwise_repeatable(self, device):
         def fn(x):

@@ -75,8 +75,9 @@ def test_backward_is_eager_exactly(dtype, batch):
         isize = [batch, 3, *spatial]
         g = _random((batch, 3, *osize), dtype)
         graph = make_fx(lambda g: TABLE[op](g, osize, isize, *scales), tracing_mode="symbolic")(g)
-        # 1d: no outer dim, the generated window gather.
-        assert aten_kernel_nodes(graph) == ([BACKWARD_EXTERN] if rank > 1 else [])
+        # 1d: no outer dim, the generated window gather; a downsample stores to each input.
+        downsample = all(o < i for i, o in zip(spatial, osize))
+        assert aten_kernel_nodes(graph) == ([BACKWARD_EXTERN] if rank > 1 and not downsample else [])
         _same(graph(g), op(g, osize, isize, *scales), f"{op} {isize} -> {osize} {scales}")
 
 
@@ -233,10 +234,10 @@ def test_export_keeps_the_decomposition():
         _same(ep.module()(x), Up()(x))
 
 
-def _traced_choice(case: perf_cases.Case) -> tuple[bool, bool]:
-    """Whether the forward and the backward of a harness row take ATen's kernel, traced with
-    symbolic sizes as ``torch.compile(dynamic=True)`` traces the row (fake tensors: nothing is
-    computed)."""
+def _traced_choice(case: perf_cases.Case) -> tuple[bool, bool, bool]:
+    """Whether the forward and the backward of a harness row take ATen's kernel, and whether the
+    backward stores to each input (an ``index_put``), traced with symbolic sizes as
+    ``torch.compile(dynamic=True)`` traces the row (fake tensors: nothing is computed)."""
     x = torch.empty(case.shape, dtype=getattr(torch, case.dtype),
                     memory_format=getattr(torch, case.memory_format))
     if case.backward:
@@ -253,26 +254,31 @@ def _traced_choice(case: perf_cases.Case) -> tuple[bool, bool]:
             return torch.autograd.grad(out, x, torch.empty_like(out))
         return out
 
-    nodes = aten_kernel_nodes(make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o))
-    return FORWARD_EXTERN in nodes, BACKWARD_EXTERN in nodes
+    graph = make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o)
+    nodes = aten_kernel_nodes(graph)
+    stores = any(n.target in (aten.index_put.default, aten._unsafe_index_put.default) for n in graph.graph.nodes)
+    return FORWARD_EXTERN in nodes, BACKWARD_EXTERN in nodes, stores
 
 
 # The harness's CPU rows (perf.cases, full matrix) that take ATen's kernel where the layout is
 # contiguous, and the dtype floating point for the forward: (input spatial size, output size,
 # call form) -> (forward, backward). Every other contiguous row keeps generated code: uint8
-# forwards, the integer factors, and the short period 400 -> 700 where the output size is
-# symbolic (a literal one is static while the input's is symbolic, and the period's ratio guard
-# would pin the input size); that literal row's backward gathers the innermost dim only.
+# forwards, the integer factors, the downsamples' backward (a plain store), and the short period
+# 400 -> 700 where the output size is symbolic (a literal one is static while the input's is
+# symbolic, and the period's ratio guard would pin the input size); that literal row's backward
+# gathers the innermost dim only.
 EXTERN_ROWS = {
-    ((500, 400), (256, 256), "symbolic"): (True, True),
-    ((500, 400), (256, 256), "literal"): (True, True),
-    ((1200, 1300), (200, 300), "symbolic"): (True, True),
-    ((1200, 1300), (200, 300), "literal"): (True, True),
+    ((500, 400), (256, 256), "symbolic"): (True, False),
+    ((500, 400), (256, 256), "literal"): (True, False),
+    ((1200, 1300), (200, 300), "symbolic"): (True, False),
+    ((1200, 1300), (200, 300), "literal"): (True, False),
     ((300, 400), (600, 700), "literal"): (True, False),
     ((64, 64, 64), (96, 96, 96), "symbolic"): (True, True),
 }
 
 
+# The harness's contiguous CPU rows whose backward stores to each input.
+CPU_DOWNSAMPLES = {((500, 400), (256, 256)), ((1200, 1300), (200, 300))}
 # The harness's channels-last 2d CPU rows whose backward gathers windows (some dim): ATen's kernel.
 CHANNELS_LAST_WINDOW_GATHERS = {((500, 400), (256, 256)), ((1200, 1300), (200, 300)), ((300, 400), (600, 700))}
 
@@ -296,19 +302,21 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
             forward = case.dtype == "uint8" and not wide
             backward = case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
         forward = forward and (case.dtype != "uint8" or case.memory_format != perf_cases.CONTIGUOUS)
-        assert _traced_choice(case) == (forward, backward and case.backward), case.name
+        stores = case.backward and key[:2] in CPU_DOWNSAMPLES and case.memory_format == perf_cases.CONTIGUOUS
+        assert _traced_choice(case) == (forward, backward and case.backward, stores), case.name
     assert set(EXTERN_ROWS) <= seen
 
 
 # The harness's CUDA rows (perf.cases, full matrix) whose backward gathers windows: (input
 # spatial size, output size). Contiguous, their backward takes ATen's kernel with dynamic shapes;
 # channels-last they keep generated code, as every other row (the integer factors, and 2d x1.5,
-# (200, 200) -> (300, 300), whose dims sum slices of their periods).
+# (200, 200) -> (300, 300), whose dims sum slices of their periods). The downsample
+# (2345, 2456) -> (1234, 1345) stores to each input instead, in both layouts.
 CUDA_WINDOW_GATHERS = {
-    ((2345, 2456), (1234, 1345)),
     ((1234, 1345), (2345, 2456)),
     ((64, 64, 64), (96, 96, 96)),
 }
+CUDA_DOWNSAMPLES = {((2345, 2456), (1234, 1345))}
 
 
 def test_choice_for_the_harness_cuda_rows():
@@ -317,7 +325,9 @@ def test_choice_for_the_harness_cuda_rows():
              mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", ("cpu",)),
              mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()),
              mock.patch.object(backward_decompositions, "OUTER_PERIOD_DEVICES", ("cpu",)),
-             mock.patch.dict(backward_decompositions.PERIOD_MIN_RANK, {"cpu": backward_decompositions.PERIOD_MIN_RANK["cuda"]})]
+             mock.patch.dict(backward_decompositions.PERIOD_MIN_RANK, {"cpu": backward_decompositions.PERIOD_MIN_RANK["cuda"]}),
+             mock.patch.object(kernel_choice, "PLAIN_STORE_LAYOUTS", {"cpu": kernel_choice.PLAIN_STORE_LAYOUTS["cuda"]}),
+             mock.patch.object(kernel_choice, "PLAIN_STORE_STATIC_DEVICES", ())]
     seen = set()
     for rule in rules:
         rule.start()
@@ -328,11 +338,11 @@ def test_choice_for_the_harness_cuda_rows():
             key = (case.shape[2:], case.osize)
             seen.add(key)
             extern = key in CUDA_WINDOW_GATHERS and case.memory_format == perf_cases.CONTIGUOUS
-            assert _traced_choice(case) == (False, extern), case.name
+            assert _traced_choice(case) == (False, extern, key in CUDA_DOWNSAMPLES), case.name
     finally:
         for rule in reversed(rules):
             rule.stop()
-    assert CUDA_WINDOW_GATHERS <= seen
+    assert CUDA_WINDOW_GATHERS | CUDA_DOWNSAMPLES <= seen
 
 
 def test_repeat_op_rule():

@@ -567,6 +567,20 @@ def test_backward_without_scale_guards_on_the_size_ratio():
     assert not any(_has(g, r"<=") for g in rec.guards), rec.guards
 
 
+def test_plain_store_recompile_bound():
+    """An output size downsampled from symbolic input sizes: the backward's plain store
+    guards on ``osize * (M + isize) <= isize * M`` per dim (``ceil_ratio_bounds_windows`` with
+    ``r = 1``), which every larger input keeps. An input below the output size is one more
+    graph (without the store), and later downsamples reuse the first."""
+    shapes = [(2, 3, 41, 50), (2, 3, 45, 37), (2, 3, 8, 9), (2, 3, 61, 70), (2, 3, 7, 8)]
+    with torch._inductor.utils.fresh_inductor_cache():
+        rec = _run_stream(_f(size=(20, 31), mode="nearest"), shapes, dynamic=True, grad=True)
+    assert rec.graphs == 2, rec.guards
+    m = backward_windows.ROUNDING_MARGIN  # the output sizes are symbols too (dynamic=True)
+    assert _has(rec.guards[0], rf"^s\d+\*\(s\d+ \+ {m}\) <= {m}\*s\d+$"), rec.guards
+    assert not _has(rec.guards[1], rf"{m}"), rec.guards
+
+
 # 20 spatial sizes with oh + ow <= 128 (one CPU kernel choice), then across it.
 STREAM = [(2, 3, h, h + 3) for h in range(5, 25)]
 STREAM_ACROSS_128 = [(2, 3, h, h + 3) for h in range(30, 70, 2)]
