@@ -64,10 +64,16 @@ def _unstride(g: Tensor, dim: int, p: Pattern) -> Tensor:
 INT32_WINDOW_MAX_RANK = 2
 
 
-def _window_starts(isize, osize, scale, rule, device, identity_if, rank: int) -> Tensor:
-    dtype = torch.int64
+def _window_dtype(isize, osize, scale, rule, rank: int) -> torch.dtype:
+    """The integer dtype of a dim's window starts and owners: int32 for CUDA's rules up to
+    ``INT32_WINDOW_MAX_RANK`` where ``cuda_window_dtype`` allows it, else int64."""
     if rule in backward_windows.CUDA_RULES and rank <= INT32_WINDOW_MAX_RANK:
-        dtype = backward_windows.cuda_window_dtype(isize, osize, scale)
+        return backward_windows.cuda_window_dtype(isize, osize, scale)
+    return torch.int64
+
+
+def _window_starts(isize, osize, scale, rule, device, identity_if, rank: int) -> Tensor:
+    dtype = _window_dtype(isize, osize, scale, rule, rank)
     lo = backward_windows.window_starts(isize, osize, scale, rule, device, dtype)
     if identity_if is not None:
         lo = torch.where(identity_if, torch.arange(isize + 1, dtype=lo.dtype, device=device), lo)
@@ -221,10 +227,7 @@ def _owners(isize, osize, scale, rule, device, rank: int) -> Tensor:
     windows are the exact preimage of the non-decreasing ``src``, that is ``src(o)``."""
     if isinstance(rule, eager_rules.Rule):
         return eager_rules.source_indices(isize, osize, scale, rule, device)
-    dtype = torch.int64
-    if rank <= INT32_WINDOW_MAX_RANK:
-        dtype = backward_windows.cuda_window_dtype(isize, osize, scale)
-    o = torch.arange(osize, dtype=dtype, device=device)
+    o = torch.arange(osize, dtype=_window_dtype(isize, osize, scale, rule, rank), device=device)
     return backward_windows.cuda_window_owner(o, isize, osize, scale, rule == "cuda-exact")
 
 
