@@ -2,6 +2,11 @@ import os
 
 # Keep the kernels that pytest runs compile apart from a user's own cache.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.getcwd(), ".pytest_cache", "inductor"))
+# The cache tests (tests/test_install.py) need the FX graph and AOTAutograd caches on; these
+# variables would force them off whatever a test patches. Tests that want a cache off patch the
+# config (``fresh_compiles``, ``tests.graphs.post_grad_graphs``).
+for _name in ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE", "TORCHINDUCTOR_FORCE_DISABLE_CACHES"):
+    os.environ.pop(_name, None)
 
 import decomps  # noqa: E402,F401  (installs)
 import pytest  # noqa: E402
