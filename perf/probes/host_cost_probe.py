@@ -1,13 +1,16 @@
 """How much of a compiled training step is host time (docs/findings.md, finding 8).
 
-Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock]``
+Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples] [--rounds N]``
 
 For fwd+bwd rows whose GPU kernels are shorter than the step, with ``dynamic=True``: each row's
 compiled step, the same graph at a tiny shape of the same layout (kernels of a few us, so its step
 is host time only), the empty compiled step (``x * 2`` on 8 elements) and eager's step, timed in
-interleaved rounds (``do_bench`` medians); the CUDA kernels per step (profiler); and the Python
+interleaved rounds (``do_bench`` medians, and steps launched back to back as the harness times
+them); the CUDA kernels per step (profiler); and the Python
 function calls per step (``cProfile``, a count that does not depend on the host's load).
-``--stock`` runs without the package (never imported in that process). Prints, and writes to
+``--stock`` runs without the package (never imported in that process). ``--rows downsamples``
+times the batch-4 (4,3,2345,2456)->(1234,1345) training steps instead (the plain-store backward,
+docs/findings.md, finding 2), without tiny twins. Prints, and writes to
 ``OUT_DIR/host_cost-<pr|stock>.txt``.
 """
 
@@ -20,27 +23,37 @@ import sys
 from pathlib import Path
 
 ROUNDS = 8
+BACK_TO_BACK_STEPS = 50
 COUNTED_STEPS = 50
 
-# name: (input shape, output size, its tiny twin, channels_last, mode, literal size)
+# name: (input shape, output size, its tiny twin or None, dtype, channels_last, mode, literal size)
 ROWS = {
     "nearest-exact (1,3,2345,2456)->(1234,1345) f32 CL, literal":
-        ((1, 3, 2345, 2456), (1234, 1345), ((1, 3, 23, 24), (12, 13)), True, "nearest-exact", True),
+        ((1, 3, 2345, 2456), (1234, 1345), ((1, 3, 23, 24), (12, 13)), "float32", True, "nearest-exact", True),
     "nearest (1,3,2345,2456)->(1234,1345) f32 CL, symbolic":
-        ((1, 3, 2345, 2456), (1234, 1345), ((1, 3, 23, 24), (12, 13)), True, "nearest", False),
+        ((1, 3, 2345, 2456), (1234, 1345), ((1, 3, 23, 24), (12, 13)), "float32", True, "nearest", False),
     "nearest-exact (4,3,1234,1345)->(2345,2456) f32, literal":
-        ((4, 3, 1234, 1345), (2345, 2456), ((4, 3, 12, 13), (23, 24)), False, "nearest-exact", True),
+        ((4, 3, 1234, 1345), (2345, 2456), ((4, 3, 12, 13), (23, 24)), "float32", False, "nearest-exact", True),
+}
+_DOWN = ((4, 3, 2345, 2456), (1234, 1345), None)
+DOWNSAMPLE_ROWS = {
+    "nearest bf16 CL, literal": (*_DOWN, "bfloat16", True, "nearest", True),
+    "nearest bf16 CL, symbolic": (*_DOWN, "bfloat16", True, "nearest", False),
+    "nearest-exact f16, literal": (*_DOWN, "float16", False, "nearest-exact", True),
+    "nearest f32, literal": (*_DOWN, "float32", False, "nearest", True),
+    "nearest-exact f32 CL, literal": (*_DOWN, "float32", True, "nearest-exact", True),
 }
 
 
-def _steps(shape, osize, channels_last, mode, literal):
+def _steps(shape, osize, dtype, channels_last, mode, literal):
     """The compiled and the eager step of one row."""
     import torch
     import torch.nn.functional as F
 
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    x = torch.randn(shape, device="cuda").contiguous(memory_format=memory_format).requires_grad_(True)
-    g = torch.randn((*shape[:2], *osize), device="cuda").contiguous(memory_format=memory_format)
+    dtype = getattr(torch, dtype)
+    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format).requires_grad_(True)
+    g = torch.randn((*shape[:2], *osize), device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
     if literal:
         def forward(x):
             return F.interpolate(x, size=osize, mode=mode)
@@ -76,6 +89,22 @@ def _kernels(step) -> tuple[float, float]:
     return len(kernels) / 20, sum(e.device_time for e in kernels) / 20
 
 
+def _back_to_back(step) -> float:
+    """Microseconds per step of ``BACK_TO_BACK_STEPS`` steps launched back to back, then one
+    synchronize: the harness's view (``torch.utils.benchmark``), where a step whose host time
+    exceeds its kernels' runs at its host time."""
+    import time
+
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(BACK_TO_BACK_STEPS):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / BACK_TO_BACK_STEPS * 1e6
+
+
 def _python_calls(step) -> float:
     import torch
 
@@ -91,30 +120,37 @@ def _python_calls(step) -> float:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, stock = Path(argv[0]), "--stock" in argv
+    rows = DOWNSAMPLE_ROWS if "--rows" in argv and argv[argv.index("--rows") + 1] == "downsamples" else ROWS
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     if not stock:
         import decomps  # noqa: F401  (installs)
     import torch
     from triton.testing import do_bench
 
     columns = {"empty compiled step": _empty_step()}
-    for name, (shape, osize, (tiny_shape, tiny_osize), channels_last, mode, literal) in ROWS.items():
-        columns[name], columns[f"{name}, eager"] = _steps(shape, osize, channels_last, mode, literal)
-        columns[f"{name}, tiny"] = _steps(tiny_shape, tiny_osize, channels_last, mode, literal)[0]
+    for name, (shape, osize, tiny, dtype, channels_last, mode, literal) in rows.items():
+        columns[name], columns[f"{name}, eager"] = _steps(shape, osize, dtype, channels_last, mode, literal)
+        if tiny is not None:
+            columns[f"{name}, tiny"] = _steps(*tiny, dtype, channels_last, mode, literal)[0]
     for step in columns.values():
         for _ in range(5):
             step()
     torch.cuda.synchronize()
     times = {name: [] for name in columns}
-    for _ in range(ROUNDS):
+    back_to_back = {name: [] for name in columns}
+    for _ in range(rounds):
         for name, step in columns.items():
             times[name].append(do_bench(step, warmup=25, rep=100, return_mode="median") * 1000)
-    lines = [f"{'PR' if not stock else 'stock'}, dynamic=True, {ROUNDS} interleaved rounds of do_bench "
-             "medians (us): best / median round; CUDA kernels per step (us); Python calls per step",
-             "| step | best | median | kernels | kernel us | Python calls |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+            back_to_back[name].append(_back_to_back(step))
+    lines = [f"{'PR' if not stock else 'stock'}, dynamic=True, {rounds} interleaved rounds of do_bench "
+             "medians (us): best / median round; back to back (us per step): best / median round; "
+             "CUDA kernels per step (us); Python calls per step",
+             "| step | best | median | back to back, best | median | kernels | kernel us | Python calls |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, step in columns.items():
         count, kernel_us = _kernels(step)
         lines.append(f"| {name} | {min(times[name]):.1f} | {statistics.median(times[name]):.1f} | "
+                     f"{min(back_to_back[name]):.1f} | {statistics.median(back_to_back[name]):.1f} | "
                      f"{count:.0f} | {kernel_us:.1f} | {_python_calls(step):.0f} |")
     report = "\n".join(lines) + "\n"
     print(report)
