@@ -41,11 +41,22 @@ def size_test(compare, size, bound) -> bool | Tensor:
 
 
 def scaled_size(isize, factor):
-    """``(int64_t)(isize * factor)`` in double, as eager. An integral factor makes the product
-    exact: ``isize * k`` keeps a symbolic size a polynomial that the shape env can reason about
-    (``2 * s0``, not ``TruncToInt(2.0 * ToFloat(s0))``), so fast paths need no guard."""
+    """``(int64_t)(isize * factor)`` in double, as eager.
+
+    An integral factor makes the product exact: ``isize * k`` keeps a symbolic size a polynomial
+    that the shape env can reason about (``2 * s0``, not ``TruncToInt(2.0 * ToFloat(s0))``), so
+    fast paths need no guard. Any other double is ``p / 2**k``, and ``isize * factor`` is exact
+    in double while ``p * isize < 2**53``: there the size is ``(p * s0) // 2**k``, taken where
+    the example sizes meet the bound. Compiled code evaluates a size at every use (each kernel's
+    size arguments, each stride, in both graphs of a training step), in Python integers for
+    this form; the float form costs five Python calls per use (``torch.sym_float``).
+    """
     if type(factor) in (int, float) and float(factor).is_integer():
         return isize * int(factor)
+    if not is_static(isize) and math.isfinite(factor) and factor > 0:
+        ratio = fractions.Fraction(factor)
+        if holds_where_taken(isize * ratio.numerator < 2**53):
+            return (isize * ratio.numerator) // ratio.denominator
     return torch.sym_int(torch.sym_float(isize) * factor)
 
 
@@ -111,9 +122,11 @@ def size_hint(size) -> int:
     """A size's example value, without a guard: which fast path to try (``holds`` decides)."""
     if isinstance(size, int):
         return size
-    # torch 2.13 renamed hint_int to optimization_hint
-    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
-    return hint(size, fallback=1)
+    hint = getattr(symbolic_shapes, "optimization_hint", None)  # torch 2.13+
+    if hint is not None:
+        return hint(size, fallback=1)
+    # torch 2.11: the node's own hint (hint_int warns that it is deprecated)
+    return size.node.hint if size.node.has_hint() else 1
 
 
 def ratio_hint(osize, isize, ceil: bool = False) -> int:

@@ -37,16 +37,20 @@ def test_installed_check_uses_a_guard_on_a_scaled_size():
     from torch._dynamo.source import ConstantSource
     from torch._inductor.sizevars import SizeVarAllocator
 
-    env = ShapeEnv()
-    symbol = env.create_symbol(64, ConstantSource("x_size"))
-    scaled = torch.sym_int(torch.sym_float(env.create_symintnode(symbol, hint=64)) * 1.5)  # 96
-    sizevars = SizeVarAllocator(env)
-    size = scaled.node.expr
-    assert not sizevars.statically_known_multiple_of(size, 16)
-    assert bool(scaled % 16 == 0)  # a guard: recorded in env.divisible
-    for multiple in (size, size**3, 2 * symbol * size**2):
-        assert sizevars.statically_known_multiple_of(multiple, 16), multiple
-    assert not sizevars.statically_known_multiple_of(size + 1, 16)
+    from decomps.size_conditions import scaled_size
+
+    # both forms of .vec's output size: the float product, and (3*s) // 2 (size_conditions.scaled_size)
+    for scale in (lambda s: torch.sym_int(torch.sym_float(s) * 1.5), lambda s: scaled_size(s, 1.5)):
+        env = ShapeEnv()
+        symbol = env.create_symbol(64, ConstantSource("x_size"))
+        scaled = scale(env.create_symintnode(symbol, hint=64))  # 96
+        sizevars = SizeVarAllocator(env)
+        size = scaled.node.expr
+        assert not sizevars.statically_known_multiple_of(size, 16)
+        assert bool(scaled % 16 == 0)  # a guard: recorded in env.divisible
+        for multiple in (size, size**3, 2 * symbol * size**2):
+            assert sizevars.statically_known_multiple_of(multiple, 16), (size, multiple)
+        assert not sizevars.statically_known_multiple_of(size + 1, 16)
 
 
 def _sizevars_after_guard(size: int, modulus: int, coefficient: int = 1):

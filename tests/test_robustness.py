@@ -631,10 +631,16 @@ def test_guards_of_the_fast_paths():
         [guards] = _run_stream(_f(size=(12, 14)), [(2, 3, 6, 7)], dynamic=True).guards
         assert _has(guards, r"^Eq\(s\d+, 2\*s\d+\)$"), guards  # osize == 2 * isize
         assert _has(guards, r"^Ne\(s\d+, s\d+\)$"), guards  # not the identity
-        # factor 1.5: not the identity, index path; no factor guard
+        # factor 1.5 = 3 / 2: the output size is (3*s) // 2 where 3*s < 2**53 (exact in double);
+        # not the identity, index path; no factor guard
         [guards] = _run_stream(_f(scale_factor=1.5), [(2, 3, 6, 7)], dynamic=True).guards
-        assert _has(guards, r"^Ne\(TruncToInt\(1\.5\*ToFloat\(s\d+\)\), s\d+\)$"), guards
-        assert not _has(guards, r"^Eq\(TruncToInt"), guards
+        assert _has(guards, r"^3\*s\d+ < 9007199254740992$"), guards
+        assert _has(guards, r"^Ne\(\(\(3\*s\d+\)//2\), s\d+\)$"), guards
+        assert not _has(guards, r"^Eq\(\(\(3"), guards
+        # a factor whose numerator is near 2**53 (1.3): the float form, as eager computes it
+        [guards] = _run_stream(_f(scale_factor=1.3), [(2, 3, 6, 7)], dynamic=True).guards
+        assert _has(guards, r"^Ne\(TruncToInt\(1\.3\*ToFloat\(s\d+\)\), s\d+\)$"), guards
+        assert not _has(guards, r"9007199254740992"), guards
         # the kernels' maps differ (nearest-exact, 2.0000001 where osize == 2 * isize): selected
         # at run time, for contiguous and channels-last inputs alike
         for fn, memory_format in (
