@@ -53,7 +53,7 @@ def scaled_size(isize, factor):
     """
     if type(factor) in (int, float) and float(factor).is_integer():
         return isize * int(factor)
-    if not is_static(isize) and math.isfinite(factor) and factor > 0:
+    if type(factor) is float and not is_static(isize) and math.isfinite(factor) and factor > 0:
         ratio = fractions.Fraction(factor)
         if holds_where_taken(isize * ratio.numerator < 2**53):
             return (isize * ratio.numerator) // ratio.denominator
