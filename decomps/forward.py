@@ -67,7 +67,7 @@ def _gather_channel_rows(x: Tensor, indices: list[Tensor | None]) -> Tensor:
     last = indices[-1].to(torch.int64)  # its values times c may pass int32's range
     channels = torch.arange(c, device=last.device)
     offsets = index_tables.index_table((last.unsqueeze(-1) * c + channels).flatten())
-    out = aten._unsafe_index(rows, [*indices[:1], *indices[2:-1], offsets])
+    out = index_tables.index_by_maps(rows, [*indices[:1], *indices[2:-1], offsets])
     return out.unflatten(-1, (last.shape[0], c)).movedim(-1, 1)
 
 
@@ -130,6 +130,7 @@ def upsample_nearest(
     rows = kernel_choice.channel_rows(input, patterns)
     repeat_map = kernel_choice.repeat_map(input, patterns)
     indices: list[Tensor | None] = [None] * (2 + first)
+    tables = False
     for d in range(first, last + 1):
         dtype = eager_rules.map_dtype(isizes[d], output_size[d], scales[d])
         o = torch.arange(output_size[d], dtype=dtype, device=input.device)
@@ -141,6 +142,7 @@ def upsample_nearest(
             table = not (rows and d == n - 1) and kernel_choice.index_table(input, innermost, rule, scales[d])
             if table:
                 idx = index_tables.index_table(idx)
+                tables = True
         elif p.kind == "repeat":
             idx = o // p.factor
         else:  # identity, or a stride already applied as a slice
@@ -149,7 +151,7 @@ def upsample_nearest(
     if rows:
         x = _gather_channel_rows(x, indices)
     else:
-        x = aten._unsafe_index(x, indices)
+        x = (index_tables.index_by_maps if tables else aten._unsafe_index)(x, indices)
     # clone, not contiguous: size-1 dims would keep non-canonical strides.
     return x.clone(memory_format=memory_format)
 

@@ -8,6 +8,11 @@ its argument that Inductor stores in a buffer (``lowerings.index_tables``): the 
 once per call (one element per output position along its dim) and the gather loads it.
 ``kernel_choice.index_table`` says where. Other tracers run the copy.
 
+A gather through a table is ``decomps::index_by_maps``, ``aten._unsafe_index`` for indices
+that are never negative: Inductor bounds no value it loads, so through ``_unsafe_index`` it
+would test each loaded index for Python's negative indexing, in int64 (on CPU a convert, an
+add, a compare and a blend of two int64 vectors per vector of outputs).
+
 Defined with ``torch.library.Library`` like ``aten_kernels``: it runs below autograd only, on
 integer tensors.
 """
@@ -19,6 +24,7 @@ from torch import Tensor
 
 _LIBRARY = torch.library.Library("decomps", "FRAGMENT")
 _LIBRARY.define("index_table(Tensor index) -> Tensor")
+_LIBRARY.define("index_by_maps(Tensor self, Tensor?[] indices) -> Tensor")
 
 
 def _index_table(index: Tensor) -> Tensor:
@@ -29,7 +35,18 @@ def _index_table_fake(index: Tensor) -> Tensor:
     return torch.empty_like(index)
 
 
+def _index_by_maps(self: Tensor, indices) -> Tensor:
+    return torch.ops.aten._unsafe_index(self, indices)
+
+
 _LIBRARY.impl("index_table", _index_table, "CompositeExplicitAutograd")
 torch.library.register_fake("decomps::index_table", _index_table_fake, lib=_LIBRARY)
+_LIBRARY.impl("index_by_maps", _index_by_maps, "CompositeExplicitAutograd")
+# aten._unsafe_index's meta kernel gives the fake output.
+torch.library.register_fake("decomps::index_by_maps", _index_by_maps, lib=_LIBRARY)
 
 index_table = torch.ops.decomps.index_table.default
+# ``aten._unsafe_index(self, indices)`` where every index is a map (no negative values) or a
+# table of one: Inductor reads the indices as they are (``lowerings.index_tables``), without the
+# test for Python's negative indexing that it adds where it cannot bound a loaded index.
+index_by_maps = torch.ops.decomps.index_by_maps.default

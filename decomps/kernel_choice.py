@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from torch._prims_common import suggest_memory_format
 
-from lowerings import cpu_vectors
+from lowerings import cpu_gathers, cpu_vectors
 
 from . import index_patterns, size_conditions
 from .eager_rules import KernelChoice, Rule
@@ -83,8 +83,10 @@ def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bo
 def aten_forward(input: Tensor, patterns) -> bool:
     """Whether the forward runs ATen's kernel, where the decomposition would gather its innermost
     dim (``patterns[-1]`` None: no index-free pattern, no short period): a contiguous
-    floating-point input; or, where the C++ backend's vectors are narrower than
-    ``WIDE_VECTOR_BITS``, a uint8 channels-last one of few channels (``_few_channels``).
+    floating-point input whose dtype the C++ backend loads element by element (not one of
+    ``cpu_gathers.vector_dtypes()``: with AVX512, float32 gathers load whole vectors and beat
+    ATen's kernel); or, where the C++ backend's vectors are narrower than ``WIDE_VECTOR_BITS``,
+    a uint8 channels-last one of few channels (``_few_channels``).
 
     ``patterns``: per spatial dim, the index-free pattern the decomposition uses, None where it
     gathers.
@@ -92,7 +94,7 @@ def aten_forward(input: Tensor, patterns) -> bool:
     if patterns[-1] is not None or not _eligible(input, ATEN_KERNEL_DEVICES, layouts=None):
         return False
     if suggest_memory_format(input) == torch.contiguous_format:
-        return input.dtype.is_floating_point
+        return input.dtype.is_floating_point and input.dtype not in cpu_gathers.vector_dtypes()
     return input.dtype == torch.uint8 and not _wide_vectors() and _few_channels(input, patterns)
 
 

@@ -4,8 +4,9 @@
 AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
 every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
 the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
-tables (``index_tables``), and three code generation facts (``divisibility``,
-``positive_sizes``, ``package_kernels``). It returns a callable that restores Inductor's stock
+tables (``index_tables``), three code generation facts (``divisibility``,
+``positive_sizes``, ``package_kernels``) and the vector loads of the package's CPU gathers
+(``cpu_gathers``). It returns a callable that restores Inductor's stock
 state exactly.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import aten_kernels, divisibility, index_tables, package_kernels, positive_sizes, repeat
+from . import aten_kernels, cpu_gathers, divisibility, index_tables, package_kernels, positive_sizes, repeat
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -71,10 +72,12 @@ def missing_codegen_hooks() -> list[str]:
 def codegen_hooks() -> dict[str, object]:
     """The Inductor attributes ``install`` replaces for the code generation facts (the class
     entry, so a classmethod compares by identity)."""
-    from torch._inductor.codegen import simd, triton
+    from torch._inductor.codegen import cpp, simd, triton
     from torch._inductor.sizevars import SizeVarAllocator
 
     return {
+        "CppVecKernel._load_or_store_non_contiguous": cpp.CppVecKernel.__dict__.get("_load_or_store_non_contiguous"),
+        "CppKernelProxy.codegen_nodes": cpp.CppKernelProxy.__dict__.get("codegen_nodes"),
         "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
@@ -94,6 +97,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     ]
     if not missing_codegen_hooks():
         undo += [divisibility.install(), positive_sizes.install(), package_kernels.install()]
+    undo.append(cpu_gathers.install())
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()
 

@@ -196,8 +196,9 @@ class TestShortPeriods(TestCase):
                     assert_same(self, graph(x), upsample(x), msg=f"{vec} {w}")
 
     def test_outer_gather_keeps_the_gather(self, device):
-        # An outer gather: no slices; on CPU (contiguous) ATen's kernel, else the gather.
-        x = torch.randn(2, 3, 6, 8, device=device)
+        # An outer gather: no slices; on CPU (contiguous, float64, which the C++ backend gathers
+        # lane by lane) ATen's kernel, else the gather.
+        x = torch.randn(2, 3, 6, 8, device=device, dtype=torch.float64)
         cpu = torch.device(device).type == "cpu"
         for osize, slices in (([12, 14], True), ([9, 14], False), ([3, 14], True)):
             graph = make_fx(lambda x: aten.upsample_nearest2d(x, osize), decomposition_table=TABLE)(x)
@@ -252,8 +253,9 @@ def forward(self, x_1):
     return clone_1""")
 
     def test_graph_non_integer_ratio_is_aten_kernel(self):
-        # CPU, contiguous, a gather along some dim: ATen's kernel as an extern call.
-        x = torch.randn(1, 2, 3, 4)
+        # CPU, contiguous, a gather along some dim, float64 (lane by lane in the C++ backend):
+        # ATen's kernel as an extern call.
+        x = torch.randn(1, 2, 3, 4, dtype=torch.float64)
         code = self._graph(lambda x: aten.upsample_nearest2d(x, [5, 9]), x)
         self.assertExpectedInline(code, """\
 def forward(self, x_1):
@@ -279,8 +281,8 @@ def forward(self, x_1):
     _to_copy_3 = torch.ops.aten._to_copy.default(mul_1, dtype = torch.int32);  mul_1 = None
     index_table = torch.ops.decomps.index_table.default(_to_copy_3);  _to_copy_3 = None
     view_1 = torch.ops.aten.view.default(index_table, [-1]);  index_table = None
-    _unsafe_index = torch.ops.aten._unsafe_index.Tensor(x_1, [None, None, view, view_1]);  x_1 = view = view_1 = None
-    clone = torch.ops.aten.clone.default(_unsafe_index, memory_format = torch.contiguous_format);  _unsafe_index = None
+    index_by_maps = torch.ops.decomps.index_by_maps.default(x_1, [None, None, view, view_1]);  x_1 = view = view_1 = None
+    clone = torch.ops.aten.clone.default(index_by_maps, memory_format = torch.contiguous_format);  index_by_maps = None
     return clone""")
 
     def test_graph_short_period_is_slices(self):

@@ -1,6 +1,6 @@
-"""index_tables and lowerings.index_tables: the op copies its argument; compiled, a gather's index
-table is a buffer of its own that the gather loads (no extern call), and the result is eager's
-values and strides."""
+"""index_tables and lowerings.index_tables: the op copies its argument, and ``index_by_maps`` is
+``_unsafe_index``; compiled, a gather's index table is a buffer of its own that the gather loads
+(no extern call), and the result is eager's values and strides."""
 
 from __future__ import annotations
 
@@ -24,6 +24,15 @@ def test_op_copies_its_argument():
         fake = index_tables.index_table(mode.from_tensor(index))
     assert (fake.shape, fake.dtype, fake.stride()) == (index.shape, index.dtype, index.stride())
     torch.library.opcheck(index_tables.index_table, (index,))
+
+
+def test_index_by_maps_is_unsafe_index():
+    x = torch.randn(2, 3, 5, 7)
+    indices = [None, None, torch.tensor([0, 0, 2, 4]).view(-1, 1), torch.tensor([1, 3, 3, 6, 6], dtype=torch.int32)]
+    out = index_tables.index_by_maps(x, indices)
+    expected = torch.ops.aten._unsafe_index(x, indices)
+    assert torch.equal(out, expected) and out.stride() == expected.stride()
+    torch.library.opcheck(index_tables.index_by_maps, (x, indices))
 
 
 # A 1-d int buffer of the output width in the generated wrapper.

@@ -17,6 +17,7 @@ from decomps import aten_kernels, kernel_choice
 from decomps import backward as backward_decompositions
 from decomps.eager_rules import KernelChoice, Rule
 from decomps.index_patterns import Pattern
+from lowerings import cpu_gathers
 from perf import cases as perf_cases
 from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
 
@@ -60,8 +61,10 @@ def test_forward_is_eager_exactly(dtype, batch):
         op = forward_op(rank, exact)
         x = _random((batch, 3, *spatial), dtype)
         graph = make_fx(lambda x: TABLE[op](x, osize, *scales), tracing_mode="symbolic")(x)
-        # uint8 keeps the generated gather (faster than eager's uint8 kernel).
-        assert aten_kernel_nodes(graph) == ([FORWARD_EXTERN] if dtype.is_floating_point else [])
+        # uint8 keeps the generated gather (faster than eager's uint8 kernel), and so does a
+        # dtype whose gathers load whole vectors (float32 with AVX512).
+        extern = dtype.is_floating_point and dtype not in cpu_gathers.vector_dtypes()
+        assert aten_kernel_nodes(graph) == ([FORWARD_EXTERN] if extern else [])
         msg = f"{op} {list(x.shape)} -> {osize} {scales}"
         _same(graph(x), op(x, osize, *scales), msg)
         _same(TABLE[op](x, osize, *scales), op(x, osize, *scales), msg)
@@ -176,8 +179,9 @@ def test_compiled_code_holds_the_extern_calls():
     def forward(x):
         return F.interpolate(x, scale_factor=1.5, mode="nearest")
 
-    x = _random((1, 2, 6, 10), torch.float32).requires_grad_()
-    g = _random((1, 2, 9, 15), torch.float32)
+    # float64: its forward takes ATen's kernel with any vector width
+    x = _random((1, 2, 6, 10), torch.float64).requires_grad_()
+    g = _random((1, 2, 9, 15), torch.float64)
     torch._dynamo.reset()
     compiled = torch.compile(forward, backend="inductor", dynamic=True)
     (out, grad), codes = run_and_get_code(_value_and_grad, compiled, x, g)
@@ -203,8 +207,8 @@ def test_generated_code_calls_atens_ops(rank, dynamic):
         def forward(x):
             return forward_op(rank, exact)(x, osize, *[scale] * rank)
 
-        x = _random((2, 3, *spatial), torch.float32).requires_grad_()
-        g = _random((2, 3, *osize), torch.float32)
+        x = _random((2, 3, *spatial), torch.float64).requires_grad_()
+        g = _random((2, 3, *osize), torch.float64)
         torch._dynamo.reset()
         compiled = torch.compile(forward, backend="inductor", dynamic=dynamic)
         (out, grad), codes = run_and_get_code(_value_and_grad, compiled, x, g)
@@ -284,8 +288,10 @@ CHANNELS_LAST_WINDOW_GATHERS = {((500, 400), (256, 256)), ((1200, 1300), (200, 3
 
 
 def test_choice_for_the_harness_cpu_rows(vector_bits):
-    """Channels-last rows (3 channels) take ATen's kernel forward where they are uint8 and the
-    vectors narrow (``kernel_choice.aten_forward``), and backward where a dim gathers windows."""
+    """Contiguous rows whose forward gathers the innermost dim take ATen's kernel forward
+    (``EXTERN_ROWS``) but uint8 and, with wide vectors, float32 ones; channels-last rows (3
+    channels) take ATen's kernel forward where they are uint8 and the vectors narrow
+    (``kernel_choice.aten_forward``), and backward where a dim gathers windows."""
     wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     seen = set()
     for case in perf_cases.make_cases("cpu", backward=True):
@@ -301,7 +307,10 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
         if case.memory_format != perf_cases.CONTIGUOUS:
             forward = case.dtype == "uint8" and not wide
             backward = case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
-        forward = forward and (case.dtype != "uint8" or case.memory_format != perf_cases.CONTIGUOUS)
+        # contiguous: uint8 keeps the generated gather, and float32 with wide vectors
+        # (lowerings.cpu_gathers loads its gathers as whole vectors)
+        contiguous = case.memory_format == perf_cases.CONTIGUOUS
+        forward = forward and not (contiguous and (case.dtype == "uint8" or (case.dtype == "float32" and wide)))
         stores = case.backward and key[:2] in CPU_DOWNSAMPLES and case.memory_format == perf_cases.CONTIGUOUS
         assert _traced_choice(case) == (forward, backward and case.backward, stores), case.name
     assert set(EXTERN_ROWS) <= seen
@@ -481,11 +490,12 @@ def _index_tables(case: perf_cases.Case) -> int:
 # dim's map where the vectors are wide, and in nearest-exact the outer dim's centre shift;
 # channels-last uint8 rows run ATen's kernel with narrow vectors; with wide ones they read rows
 # through one table of offsets, as float32 rows do (which are per pixel with narrow vectors,
-# loading the centre shift); floating-point contiguous gathers run ATen's kernel.
+# loading the centre shift); floating-point contiguous gathers run ATen's kernel, but float32
+# ones with wide vectors, which load tables as uint8 ones do.
 INDEX_TABLE_ROWS = {
     ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): (0, 1),
     ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): (1, 2),
-    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (0, 0),
+    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (0, 2),
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): (0, 1),
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (0, 2),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (0, 1),

@@ -1,0 +1,198 @@
+"""Vector loads for the gathers of C++ kernels that hold this package's nodes, and no others.
+
+Inductor's C++ backend loads a gather (an index that varies along the vectorized dim other than
+with stride 0 or 1) one lane at a time: it stores the index vector to an array, loads each
+element through it into a second array and reloads that as a vector. A nearest map moves
+slowly: for a scale ``s``, the 16 outputs of one vector read from a span of ``15 * s + 1``
+inputs, so for ``s < 2`` (every upsampling, downsampling by less than 2) two vectors of the
+input hold all of them, and one two-source permute (``vpermt2ps``) picks them. For such a load
+the kernel now takes, at run time, the index vector's minimum and maximum; where they are less
+than 32 apart it loads the 32 elements from the minimum (masked to the span, so it reads only
+addresses between two that the gather reads) and permutes them; elsewhere it loads lane by lane
+as before. (1,3,500,400)->(256,256) float32, 1 thread: 132 -> 59 us, eager 128
+(docs/findings.md, finding 3).
+
+A load takes this path where the kernel holds a package node (``package_kernels``: a buffer
+traced from a nearest-upsample op), the backend's vectors are AVX512's 16 float32 lanes, the
+loaded dtype is float32 and the vector is a whole one, no mask, and the index is one vectorized
+indirect variable plus a part that does not change along the vectorized dim. Everything else is
+Inductor's code, unchanged.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+
+import sympy
+import torch
+
+from . import package_kernels
+from ._undo import replace_attribute
+
+# Lanes of one float32 vector with AVX512, the only width this path is written for.
+LANES = 16
+
+_PACKAGE_KERNEL = contextvars.ContextVar("decomps_cpp_package_kernel", default=False)
+
+
+def missing_hooks() -> list[str]:
+    """Inductor internals this path relies on that this torch lacks."""
+    try:
+        from torch._inductor.codegen import cpp
+    except ImportError:
+        return ["torch._inductor.codegen.cpp"]
+    missing = []
+    for owner, name in (
+        (cpp.CppVecKernel, "_load_or_store_non_contiguous"),
+        (cpp.CppKernelProxy, "codegen_nodes"),
+    ):
+        if not callable(getattr(owner, name, None)):
+            missing.append(f"{owner.__name__}.{name}")
+    return missing
+
+
+def available() -> bool:
+    """Whether this torch and machine take the path (``install`` installs it)."""
+    from . import cpu_vectors
+
+    return not missing_hooks() and cpu_vectors.vector_bits() >= 512
+
+
+def vector_dtypes() -> tuple[torch.dtype, ...]:
+    """The dtypes whose gathers load whole vectors here."""
+    return (torch.float32,) if available() else ()
+
+
+def holds_package_node(nodes) -> bool:
+    """Whether any of a C++ kernel's scheduler nodes was traced from a nearest-upsample op."""
+    return bool(package_kernels.package_buffers(nodes))
+
+
+def _index_parts(kernel, index: sympy.Expr):
+    """``(indirect variable, rest)`` where ``index`` is one vectorized indirect variable plus a
+    part that is the same in every lane, else None."""
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    indirect = [s for s in index.free_symbols if symbol_is_type(s, SymT.TMP)]
+    vectors = [s for s in indirect if kernel.cse.varname_map[s.name].is_vec]
+    if len(vectors) != 1:
+        return None
+    (symbol,) = vectors
+    rest = sympy.expand(index - symbol)
+    lane_var = kernel.itervars[kernel.tiling_idx]
+    if symbol in rest.free_symbols or lane_var in rest.free_symbols:
+        return None
+    return kernel.cse.varname_map[symbol.name], rest
+
+
+# Per index type: the C++ of the permute's range test and offsets (``first``, ``last``: the first
+# and last lane; every lane's offset from ``first`` within ``last - first``, unsigned), and of
+# the index's lanes as an array for the lane-by-lane load.
+_INDEX_CODE = {
+    torch.int32: (
+        """const __m512i lanes = {index};
+    const int64_t first = _mm_cvtsi128_si32(_mm512_castsi512_si128(lanes));
+    const int64_t last = _mm_extract_epi32(_mm512_extracti32x4_epi32(lanes, 3), 3);
+    const __m512i offsets = _mm512_sub_epi32(lanes, _mm512_set1_epi32(static_cast<int32_t>(first)));
+    const bool in_span = last >= first && last - first < 32
+        && _mm512_cmple_epu32_mask(offsets, _mm512_set1_epi32(static_cast<int32_t>(last - first))) == 0xFFFF;""",
+        "int32_t",
+    ),
+    torch.int64: (
+        """const __m512i lo = {index}[0];
+    const __m512i hi = {index}[1];
+    const int64_t first = _mm_cvtsi128_si64(_mm512_castsi512_si128(lo));
+    const int64_t last = _mm_extract_epi64(_mm512_extracti64x2_epi64(hi, 3), 1);
+    const __m512i lo_offsets = _mm512_sub_epi64(lo, _mm512_set1_epi64(first));
+    const __m512i hi_offsets = _mm512_sub_epi64(hi, _mm512_set1_epi64(first));
+    const __m512i width = _mm512_set1_epi64(last - first);
+    const bool in_span = last >= first && last - first < 32
+        && (_mm512_cmple_epu64_mask(lo_offsets, width) & _mm512_cmple_epu64_mask(hi_offsets, width)) == 0xFF;
+    const __m512i offsets = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm512_cvtepi64_epi32(lo_offsets)), _mm512_cvtepi64_epi32(hi_offsets), 1);""",
+        "int64_t",
+    ),
+}
+
+
+def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str | None:
+    """The C++ expression that loads ``var[index]`` as one vector, or None where this path
+    does not apply."""
+    from torch._inductor.codegen.cpp_utils import cexpr_index
+
+    if dtype != torch.float32 or kernel.tiling_factor != LANES or kernel.num_elems != LANES:
+        return None
+    if kernel._load_mask is not None:
+        return None
+    parts = _index_parts(kernel, index)
+    if parts is None or parts[0].dtype not in _INDEX_CODE:
+        return None
+    indirect, rest = parts
+    span_test, index_type = _INDEX_CODE[indirect.dtype]
+    # The masked loads read [first, last] only, addresses between two that the gather reads.
+    return f"""[&]() -> at::vec::Vectorized<float>
+{{
+    const float* base = {var} + {cexpr_index(rest)};
+    {span_test.format(index=indirect)}
+    if (in_span)
+    {{
+        const uint32_t span = static_cast<uint32_t>((uint64_t{{2}} << (last - first)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(span), base + first);
+        const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(span >> {LANES}), base + first + {LANES});
+        return _mm512_permutex2var_ps(a, offsets, b);
+    }}
+    __at_align__ {index_type} index[{LANES}];
+    {indirect}.store(index);
+    __at_align__ float values[{LANES}];
+    for (int lane = 0; lane < {LANES}; lane++)
+    {{
+        values[lane] = base[index[lane]];
+    }}
+    return at::vec::Vectorized<float>::loadu(values);
+}}
+()"""
+
+
+# Inductor's own methods, while installed.
+_stock: dict[str, Callable] = {}
+
+
+def load_or_store_non_contiguous(self, var, index, dtype, buffer=None, store_value=None, accu_store=False):
+    """``CppVecKernel._load_or_store_non_contiguous``: loads of package kernels by this path
+    where it applies, everything else by Inductor's."""
+    if _PACKAGE_KERNEL.get() and var is not None and store_value is None:
+        line = _gather_line(self, var, index, dtype)
+        if line is not None:
+            csevar = self.cse.generate(self.loads if buffer is None else buffer, line, dtype=dtype)
+            csevar.is_vec = True
+            return csevar
+    return _stock["non_contiguous"](self, var, index, dtype, buffer, store_value, accu_store)
+
+
+def codegen_nodes(self, nodes):
+    """``CppKernelProxy.codegen_nodes``, with the kernel marked where it holds a package node."""
+    token = _PACKAGE_KERNEL.set(holds_package_node(nodes))
+    try:
+        return _stock["codegen_nodes"](self, nodes)
+    finally:
+        _PACKAGE_KERNEL.reset(token)
+
+
+def install() -> Callable[[], None]:
+    from torch._inductor.codegen import cpp
+
+    if not available():
+        return lambda: None
+    _stock["non_contiguous"] = cpp.CppVecKernel._load_or_store_non_contiguous
+    _stock["codegen_nodes"] = cpp.CppKernelProxy.codegen_nodes
+    undo = [
+        replace_attribute(cpp.CppVecKernel, "_load_or_store_non_contiguous", load_or_store_non_contiguous),
+        replace_attribute(cpp.CppKernelProxy, "codegen_nodes", codegen_nodes),
+    ]
+
+    def uninstall() -> None:
+        for step in reversed(undo):
+            step()
+
+    return uninstall

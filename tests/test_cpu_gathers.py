@@ -1,0 +1,143 @@
+"""lowerings.cpu_gathers: float32 gathers of the package's C++ kernels load whole vectors (a
+permute of two vectors where the lanes' span allows, lane by lane elsewhere) with AVX512; the
+result is eager's, whichever path a vector takes, and other kernels keep Inductor's code."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+
+import decomps
+from lowerings import cpu_gathers
+
+PERMUTE = "_mm512_permutex2var_ps"
+# The span test of each index type: int32 where the gather reads its table's values as they are
+# (decomps::index_by_maps), int64 for the channel rows' offsets.
+SPAN_TEST = {torch.int32: "_mm512_cmple_epu32_mask", torch.int64: "_mm512_cmple_epu64_mask"}
+
+
+def _compile(fn, *args, dynamic=True):
+    torch._dynamo.reset()
+    out, codes = run_and_get_code(torch.compile(fn, dynamic=dynamic, fullgraph=True), *args)
+    return out, "\n".join(codes)
+
+
+def _same(actual, expected, msg=""):
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, msg
+    assert torch.equal(actual, expected), msg
+    assert actual.stride() == expected.stride(), msg
+
+
+# (input spatial size, output size): upsampling, downsampling by less than 2 (spans of 16
+# outputs within two vectors), by just over 2 (some spans of 32 or more: lane by lane), by 6.5;
+# widths that leave a partial vector.
+SIZES = [((9, 13), (20, 37)), ((50, 40), (27, 26)), ((30, 70), (14, 33)), ((20, 260), (7, 40))]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_package_gathers_are_eager_exactly(mode, dynamic):
+    for isize, osize in SIZES:
+        x = torch.randn(2, 3, *isize)
+        fn = eval(f"lambda x: F.interpolate(x, size={osize!r}, mode={mode!r})", {"F": F})
+        out, code = _compile(fn, x, dynamic=dynamic)
+        _same(out, fn(x), (isize, osize, mode, dynamic))
+        # every row gathers along its innermost dim through an int32 table
+        assert (PERMUTE in code) == cpu_gathers.available(), (isize, osize)
+        assert (SPAN_TEST[torch.int32] in code) == cpu_gathers.available()
+
+
+def test_channel_rows_take_the_int64_index():
+    """A channels-last gather of 3 channels reads rows through int64 offsets."""
+    x = torch.randn(2, 3, 9, 13).contiguous(memory_format=torch.channels_last)
+    fn = lambda x: F.interpolate(x, size=(20, 37), mode="nearest")  # noqa: E731
+    out, code = _compile(fn, x)
+    _same(out, fn(x))
+    assert (SPAN_TEST[torch.int64] in code) == cpu_gathers.available()
+
+
+# Lane orders of a user's index fused into the upsample's gather: in order, a swap inside the
+# vector (first and last lanes kept: the permute), a swap with the first lane (an offset below
+# the first lane's: lane by lane), reversed (lane by lane).
+def _orders(n):
+    inner = list(range(n))
+    inner[3], inner[7] = inner[7], inner[3]
+    first = list(range(n))
+    first[0], first[1] = first[1], first[0]
+    return {"in order": list(range(n)), "inner swap": inner, "first swap": first,
+            "reversed": list(range(n))[::-1]}
+
+
+@pytest.mark.parametrize("order", list(_orders(37)))
+def test_any_lane_order_is_exact(order):
+    x = torch.randn(2, 3, 9, 13)
+    index = torch.tensor(_orders(37)[order])
+
+    def fn(x, index):
+        return F.interpolate(x, size=(20, 37), mode="nearest")[..., index] * 2
+
+    out, code = _compile(fn, x, index)
+    _same(out, fn(x, index), order)
+    assert (PERMUTE in code) == cpu_gathers.available()
+
+
+def test_other_kernels_keep_inductors_code():
+    """A gather of the user's own, with nothing of the package in its kernel."""
+    x = torch.randn(2, 3, 9, 13)
+    index = torch.tensor([0, 1, 1, 2, 3, 3, 4, 5, 5, 6, 7, 7, 8, 9, 9, 10, 11, 11, 12] * 2)
+
+    def fn(x, index):
+        return x[..., index] + 1
+
+    out, code = _compile(fn, x, index)
+    _same(out, fn(x, index))
+    assert PERMUTE not in code
+
+
+def test_other_dtypes_keep_inductors_code():
+    """uint8 gathers (their own index tables) load lane by lane."""
+    x = torch.randint(0, 256, (2, 3, 50, 40), dtype=torch.uint8)
+    fn = lambda x: F.interpolate(x, size=(27, 26), mode="nearest")  # noqa: E731
+    out, code = _compile(fn, x)
+    _same(out, fn(x))
+    assert PERMUTE not in code
+
+
+def test_uninstall_restores_inductors_code_generation():
+    from torch._inductor.codegen import cpp
+
+    def hooks():
+        return cpp.CppVecKernel._load_or_store_non_contiguous, cpp.CppKernelProxy.codegen_nodes
+
+    def owners():
+        return {f.__module__ for f in hooks()}
+
+    package = {cpu_gathers.__name__} if cpu_gathers.available() else {cpp.__name__}
+    assert owners() == package
+    decomps.uninstall()
+    try:
+        assert owners() == {cpp.__name__}
+        assert "_load_or_store_non_contiguous" in cpp.CppVecKernel.__dict__
+        assert "codegen_nodes" in cpp.CppKernelProxy.__dict__
+    finally:
+        decomps.install()
+    assert owners() == package
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batches_and_threads(threads):
+    """Outer loops split over threads; each thread's vectors are eager's."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for (isize, osize), batch in itertools.product(SIZES[:2], (1, 5)):
+            x = torch.randn(batch, 4, *isize)
+            fn = lambda x: F.interpolate(x, size=osize, mode="nearest-exact")  # noqa: E731
+            out, _ = _compile(fn, x)
+            _same(out, fn(x), (isize, osize, batch, threads))
+    finally:
+        torch.set_num_threads(previous)
