@@ -6,11 +6,12 @@ element through it into a second array and reloads that as a vector. A nearest m
 slowly: for a scale ``s``, the 16 outputs of one vector read from a span of ``15 * s + 1``
 inputs, so for ``s < 2`` (every upsampling, downsampling by less than 2) two vectors of the
 input hold all of them, and one two-source permute (``vpermt2ps``) picks them. For such a load
-the kernel now takes, at run time, the index vector's minimum and maximum; where they are less
-than 32 apart it loads the 32 elements from the minimum (masked to the span, so it reads only
-addresses between two that the gather reads) and permutes them; elsewhere it loads lane by lane
-as before. (1,3,500,400)->(256,256) float32, 1 thread: 132 -> 59 us, eager 128
-(docs/findings.md, finding 3).
+the kernel now takes, at run time, the index vector's first and last lanes; where they are less
+than 32 apart and every lane lies between them (one unsigned compare of the offsets), it loads
+the span from the first lane's element (two masked loads: only addresses between two that the
+gather reads) and permutes; elsewhere it loads lane by lane as before. The lanes' minimum and
+maximum by reductions cost more than the permute saves. (1,3,500,400)->(256,256) float32, the
+kernel, 1 thread: 131 -> 49-52 us, eager's call 128 (docs/findings.md, finding 3).
 
 A load takes this path where the kernel holds a package node (``package_kernels``: a buffer
 traced from a nearest-upsample op), the backend's vectors are AVX512's 16 float32 lanes, the
