@@ -31,7 +31,8 @@ import torch
 from . import package_kernels
 from ._undo import replace_attribute
 
-# Lanes of one float32 vector with AVX512, the only width this path is written for.
+# The vector width this path is written for (AVX512 intrinsics), and its float32 lanes.
+VECTOR_BITS = 512
 LANES = 16
 
 _PACKAGE_KERNEL = contextvars.ContextVar("decomps_cpp_package_kernel", default=False)
@@ -57,7 +58,7 @@ def available() -> bool:
     """Whether this torch and machine take the path (``install`` installs it)."""
     from . import cpu_vectors
 
-    return not missing_hooks() and cpu_vectors.vector_bits() >= 512
+    return not missing_hooks() and cpu_vectors.vector_bits() >= VECTOR_BITS
 
 
 def vector_dtypes() -> tuple[torch.dtype, ...]:

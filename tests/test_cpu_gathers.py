@@ -51,12 +51,15 @@ def test_package_gathers_are_eager_exactly(mode, dynamic):
         assert (SPAN_TEST[torch.int32] in code) == cpu_gathers.available()
 
 
-def test_channel_rows_take_the_int64_index():
-    """A channels-last gather of 3 channels reads rows through int64 offsets."""
-    x = torch.randn(2, 3, 9, 13).contiguous(memory_format=torch.channels_last)
-    fn = lambda x: F.interpolate(x, size=(20, 37), mode="nearest")  # noqa: E731
+@pytest.mark.parametrize("sizes", [((9, 13), (20, 37)), ((20, 260), (7, 40))], ids=["permute", "lane by lane"])
+def test_channel_rows_take_the_int64_index(sizes):
+    """A channels-last gather of 3 channels reads rows through int64 offsets: upsampling within
+    the span, a 6.5x downsample (spans of about 100 elements) lane by lane."""
+    isize, osize = sizes
+    x = torch.randn(2, 3, *isize).contiguous(memory_format=torch.channels_last)
+    fn = lambda x: F.interpolate(x, size=osize, mode="nearest")  # noqa: E731
     out, code = _compile(fn, x)
-    _same(out, fn(x))
+    _same(out, fn(x), sizes)
     assert (SPAN_TEST[torch.int64] in code) == cpu_gathers.available()
 
 
