@@ -224,9 +224,11 @@ def _scatter_to_sources(g: Tensor, input_size, output_size, scales, rule, first,
 def _owners(isize, osize, scale, rule, device, rank: int) -> Tensor:
     """``owner(o)``: the ``i`` with ``lo(i) <= o < lo(i + 1)``, for every output ``o``, where the
     windows cover every output (``backward_windows.injective_windows``). For a CPU rule, whose
-    windows are the exact preimage of the non-decreasing ``src``, that is ``src(o)``."""
+    windows are the exact preimage of the non-decreasing ``src``, that is ``src(o)``, in the
+    forward map's integer type (int32 where it fits: the store's index vectors are half as wide)."""
     if isinstance(rule, eager_rules.Rule):
-        return eager_rules.source_indices(isize, osize, scale, rule, device)
+        o = torch.arange(osize, dtype=eager_rules.map_dtype(isize, osize, scale), device=device)
+        return eager_rules.source_index(o, isize, osize, scale, rule)
     o = torch.arange(osize, dtype=_window_dtype(isize, osize, scale, rule, rank), device=device)
     return backward_windows.cuda_window_owner(o, isize, osize, scale, rule == "cuda-exact")
 
@@ -238,15 +240,18 @@ def _store_to_owners(g: Tensor, input_size, output_size, scales, rule, memory_fo
     stored value is eager's (a sum of one element)."""
     n = len(output_size)
     owners = [_owners(input_size[2 + d], output_size[d], scales[d], rule, g.device, n) for d in range(n)]
+    store = aten._unsafe_index_put
     if kernel_choice.owner_table(g):
-        # every dim's owners in one table: one kernel computes them all
+        # every dim's owners in one table: one kernel computes them all; stored through as they
+        # are (no negative-index wrap, no bounds check: owners are inputs, no two equal)
         owners = index_tables.index_table(torch.cat(owners)).split(list(output_size))
+        store = index_tables.index_put_by_maps
     indices = [owner.view([-1] + [1] * (n - 1 - d)) for d, owner in enumerate(owners)]
     if memory_format == torch.channels_last:  # over the (N, H, W, C) view: eager's strides
         zeros = g.new_zeros([input_size[0], *input_size[2:], input_size[1]])
-        stored = aten._unsafe_index_put(zeros, [None, *indices], g.permute(0, 2, 3, 1))
+        stored = store(zeros, [None, *indices], g.permute(0, 2, 3, 1))
         return stored.permute(0, 3, 1, 2)
-    return aten._unsafe_index_put(g.new_zeros(list(input_size)), [None, None, *indices], g)
+    return store(g.new_zeros(list(input_size)), [None, None, *indices], g)
 
 
 def upsample_nearest_backward(

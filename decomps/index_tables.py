@@ -11,7 +11,12 @@ once per call (one element per output position along its dim) and the gather loa
 A gather through a table is ``decomps::index_by_maps``, ``aten._unsafe_index`` for indices
 that are never negative: Inductor bounds no value it loads, so through ``_unsafe_index`` it
 would test each loaded index for Python's negative indexing, in int64 (on CPU a convert, an
-add, a compare and a blend of two int64 vectors per vector of outputs).
+add, a compare and a blend of two int64 vectors per vector of outputs). Its adjoint,
+``decomps::index_put_by_maps``, is ``aten.index_put`` without accumulation through such indices
+where no two of them address the same element (a downsample's backward stores each gradient
+element into its own input): Inductor lowers ``index_put`` with that wrap and a bounds check at
+every stored vector, and in deterministic mode as an extern call (the store is deterministic
+without it: no two stores collide).
 
 Defined with ``torch.library.Library`` like ``aten_kernels``: it runs below autograd only, on
 integer tensors.
@@ -25,6 +30,7 @@ from torch import Tensor
 _LIBRARY = torch.library.Library("decomps", "FRAGMENT")
 _LIBRARY.define("index_table(Tensor index) -> Tensor")
 _LIBRARY.define("index_by_maps(Tensor self, Tensor?[] indices) -> Tensor")
+_LIBRARY.define("index_put_by_maps(Tensor self, Tensor?[] indices, Tensor values) -> Tensor")
 
 
 def _index_table(index: Tensor) -> Tensor:
@@ -39,14 +45,23 @@ def _index_by_maps(self: Tensor, indices) -> Tensor:
     return torch.ops.aten._unsafe_index(self, indices)
 
 
+def _index_put_by_maps(self: Tensor, indices, values: Tensor) -> Tensor:
+    return torch.ops.aten.index_put(self, indices, values)
+
+
 _LIBRARY.impl("index_table", _index_table, "CompositeExplicitAutograd")
 torch.library.register_fake("decomps::index_table", _index_table_fake, lib=_LIBRARY)
 _LIBRARY.impl("index_by_maps", _index_by_maps, "CompositeExplicitAutograd")
 # aten._unsafe_index's meta kernel gives the fake output.
 torch.library.register_fake("decomps::index_by_maps", _index_by_maps, lib=_LIBRARY)
+_LIBRARY.impl("index_put_by_maps", _index_put_by_maps, "CompositeExplicitAutograd")
+torch.library.register_fake("decomps::index_put_by_maps", _index_put_by_maps, lib=_LIBRARY)
 
 index_table = torch.ops.decomps.index_table.default
 # ``aten._unsafe_index(self, indices)`` where every index is a map (no negative values) or a
 # table of one: Inductor reads the indices as they are (``lowerings.index_tables``), without the
 # test for Python's negative indexing that it adds where it cannot bound a loaded index.
 index_by_maps = torch.ops.decomps.index_by_maps.default
+# ``aten.index_put(self, indices, values)`` (no accumulation) where every index is a map or a
+# table of one and no two index tuples are equal: Inductor stores through them as they are.
+index_put_by_maps = torch.ops.decomps.index_put_by_maps.default

@@ -1,4 +1,5 @@
-"""Vector loads for the gathers of C++ kernels that hold this package's nodes, and no others.
+"""Vector loads for the gathers, and vector stores for the plain stores, of C++ kernels that hold
+this package's nodes, and no others.
 
 Inductor's C++ backend loads a gather (an index that varies along the vectorized dim other than
 with stride 0 or 1) one lane at a time: it stores the index vector to an array, loads each
@@ -16,8 +17,10 @@ kernel, 1 thread: 131 -> 49-52 us, eager's call 128 (docs/findings.md, finding 3
 A load takes this path where the kernel holds a package node (``package_kernels``: a buffer
 traced from a nearest-upsample op), the backend's vectors are AVX512's 16 float32 lanes, the
 loaded dtype is float32 and the vector is a whole one, no mask, and the index is one vectorized
-indirect variable plus a part that does not change along the vectorized dim. Everything else is
-Inductor's code, unchanged.
+indirect variable plus a part that does not change along the vectorized dim. A store of that
+form, without accumulation (a downsample's backward storing each gradient element into its own
+input), takes the adjoint path (``_store_lines``): where the lanes rise within the span, two
+expands and two masked stores. Everything else is Inductor's code, unchanged.
 """
 
 from __future__ import annotations
@@ -156,6 +159,55 @@ def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str
 ()"""
 
 
+def _store_lines(kernel, var: str, index: sympy.Expr, dtype: torch.dtype, value) -> str | None:
+    """The C++ statements that store the vector ``value`` to ``var[index]`` (no accumulation),
+    or None where this path does not apply.
+
+    Where the lanes' offsets from the first lane rise strictly and lie under 32 apart (a
+    downsample's plain store: every output to its own input), the values are spread to their
+    positions by two expands (``vexpandps``) and stored with two masked stores; elsewhere lane by
+    lane, in lane order, as Inductor's code stores them."""
+    from torch._inductor.codegen.cpp_utils import cexpr_index
+
+    if dtype != torch.float32 or kernel.tiling_factor != LANES or kernel.num_elems != LANES:
+        return None
+    parts = _index_parts(kernel, index)
+    if parts is None or parts[0].dtype not in _INDEX_CODE:
+        return None
+    indirect, rest = parts
+    span_test, index_type = _INDEX_CODE[indirect.dtype]
+    return f"""{{
+    float* base = {var} + {cexpr_index(rest)};
+    {span_test.format(index=indirect)}
+    // offsets[l] < offsets[l + 1] for l < 15: distinct, in lane order
+    const bool rising = in_span
+        && (_mm512_cmplt_epu32_mask(offsets, _mm512_alignr_epi32(offsets, offsets, 1)) & 0x7FFF) == 0x7FFF;
+    const __m512 values = {value};
+    if (rising)
+    {{
+        const uint32_t positions = static_cast<uint32_t>(
+            _mm512_reduce_or_epi32(_mm512_sllv_epi32(_mm512_set1_epi32(1), offsets)));
+        const __mmask16 low = static_cast<__mmask16>(positions);
+        const __mmask16 high = static_cast<__mmask16>(positions >> {LANES});
+        const __m512 rest = _mm512_maskz_compress_ps(
+            static_cast<__mmask16>(0xFFFF << __builtin_popcount(low)), values);
+        _mm512_mask_storeu_ps(base + first, low, _mm512_maskz_expand_ps(low, values));
+        _mm512_mask_storeu_ps(base + first + {LANES}, high, _mm512_maskz_expand_ps(high, rest));
+    }}
+    else
+    {{
+        __at_align__ {index_type} index[{LANES}];
+        {indirect}.store(index);
+        __at_align__ float lanes_values[{LANES}];
+        _mm512_store_ps(lanes_values, values);
+        for (int lane = 0; lane < {LANES}; lane++)
+        {{
+            base[index[lane]] = lanes_values[lane];
+        }}
+    }}
+}}"""
+
+
 # Inductor's own methods, while installed.
 _stock: dict[str, Callable] = {}
 
@@ -169,6 +221,11 @@ def load_or_store_non_contiguous(self, var, index, dtype, buffer=None, store_val
             csevar = self.cse.generate(self.loads if buffer is None else buffer, line, dtype=dtype)
             csevar.is_vec = True
             return csevar
+    if _PACKAGE_KERNEL.get() and store_value is not None and not accu_store and buffer is not None:
+        lines = _store_lines(self, var, index, dtype, store_value)
+        if lines is not None:
+            buffer.splice(lines)
+            return None
     return _stock["non_contiguous"](self, var, index, dtype, buffer, store_value, accu_store)
 
 

@@ -1,11 +1,13 @@
-"""Lowerings of ``decomps::index_table``, its argument's values in a buffer of their own, and
-of ``decomps::index_by_maps``, a gather through such tables (``decomps.index_tables``).
+"""Lowerings of ``decomps::index_table``, its argument's values in a buffer of their own, of
+``decomps::index_by_maps``, a gather through such tables, and of ``decomps::index_put_by_maps``,
+a store through them (``decomps.index_tables``).
 
 Inductor inlines a pointwise index computation into each load that reads it; a realized copy is
 computed once, in its own loop, and read back by the gather. The gather is Inductor's
 ``_unsafe_index`` lowering without its wrapping of negative indices (``wrap_neg=False``), which
-the indices never need; where this torch's ``index_impl_helper`` has no ``wrap_neg``, it is
-``_unsafe_index``'s.
+the indices never need; the store is its ``index_put`` lowering without that wrap and without the
+bounds check, as a scatter into a copy of ``self`` (no accumulation). Where this torch's helpers
+have no ``wrap_neg``, they are ``_unsafe_index``'s and ``_unsafe_index_put``'s lowerings.
 """
 
 from __future__ import annotations
@@ -33,9 +35,47 @@ def index_by_maps(x, indices):
     return ir.Pointwise.create(device=x.get_device(), dtype=x.get_dtype(), inner_fn=inner_fn, ranges=output_size)
 
 
+def index_put_by_maps(x, indices, values):
+    from torch._inductor import ir, lowering
+    from torch._inductor.virtualized import V
+
+    if "wrap_neg" not in inspect.signature(lowering.index_output_size_and_inner_fn).parameters:
+        return lowering._unsafe_index_put(x, indices, values)
+    out = lowering.clone(x)
+    out.realize()
+    indices, tensor_indices = lowering.check_and_broadcast_indices(indices, out.get_device())
+    loaders = [None if i is None else i.make_loader() for i in indices]
+    size = out.get_size()
+    values_size, output_indexer = lowering.index_output_size_and_inner_fn(
+        size,
+        indices,
+        tensor_indices,
+        list(indices[tensor_indices[0]].get_size()),
+        loaders,
+        [size[d] for d in range(len(indices))],
+        None,
+        check=False,
+        wrap_neg=False,
+    )
+    values = lowering.expand(lowering.to_dtype(values, out.get_dtype()), values_size)
+    scatter = ir.Scatter(
+        device=out.get_device(),
+        dtype=out.get_dtype(),
+        inner_fn=values.make_loader(),
+        ranges=values_size,
+        output_indexer=output_indexer,
+        scatter_mode=None,
+    )
+    buffer = ir.ComputedBuffer(name=None, layout=ir.MutationLayoutSHOULDREMOVE(out), data=scatter)
+    buffer.name = V.graph.register_buffer(buffer)
+    V.graph.register_operation(buffer)
+    return out
+
+
 def lowerings() -> dict:
     """``{op: lowering}`` to put into Inductor's lowering table."""
     return {
         torch.ops.decomps.index_table.default: index_table,
         torch.ops.decomps.index_by_maps.default: index_by_maps,
+        torch.ops.decomps.index_put_by_maps.default: index_put_by_maps,
     }

@@ -29,6 +29,10 @@ from tests.test_forward import NEAREST_OPINFOS
 
 RATIOS = (2, 3, 1.5, 0.75, 0.5, 1.7, 0.6, 7 / 3)
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# The plain store's ops: ``decomps::index_put_by_maps`` where the owners are a table, else
+# ``_unsafe_index_put``.
+STORE_OPS = (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default,
+             torch.ops.decomps.index_put_by_maps.default)
 
 
 class TestBackwardOpInfo(TestCase):
@@ -290,8 +294,7 @@ class TestBackward(TestCase):
                 actual = graph(g, x)
                 self.assertTrue(torch.equal(actual, expected), msg)
                 self.assertEqual(actual.stride(), expected.stride(), msg=msg)
-                puts = [n for n in graph.graph.nodes if n.target in (torch.ops.aten.index_put.default,
-                                                                    torch.ops.aten._unsafe_index_put.default)]
+                puts = [n for n in graph.graph.nodes if n.target in STORE_OPS]
                 if cpu:
                     stores = not channels_last
                 else:

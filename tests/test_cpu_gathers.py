@@ -1,10 +1,12 @@
 """lowerings.cpu_gathers: float32 gathers of the package's C++ kernels load whole vectors (a
-permute of two vectors where the lanes' span allows, lane by lane elsewhere) with AVX512; the
+permute of two vectors where the lanes' span allows, lane by lane elsewhere) and a downsample's
+plain store stores them (two expands where the lanes rise within the span) with AVX512; the
 result is eager's, whichever path a vector takes, and other kernels keep Inductor's code."""
 
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import pytest
 import torch
@@ -12,9 +14,11 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 import decomps
+from decomps import eager_rules
 from lowerings import cpu_gathers
 
 PERMUTE = "_mm512_permutex2var_ps"
+EXPAND = "_mm512_maskz_expand_ps"
 # The span test of each index type: int32 where the gather reads its table's values as they are
 # (decomps::index_by_maps), int64 for the channel rows' offsets.
 SPAN_TEST = {torch.int32: "_mm512_cmple_epu32_mask", torch.int64: "_mm512_cmple_epu64_mask"}
@@ -49,6 +53,52 @@ def test_package_gathers_are_eager_exactly(mode, dynamic):
         # every row gathers along its innermost dim through an int32 table
         assert (PERMUTE in code) == cpu_gathers.available(), (isize, osize)
         assert (SPAN_TEST[torch.int32] in code) == cpu_gathers.available()
+
+
+def _backward_op(mode):
+    aten = torch.ops.aten
+    return aten._upsample_nearest_exact2d_backward if mode == "nearest-exact" else aten.upsample_nearest2d_backward
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_package_stores_are_eager_exactly(mode, dynamic):
+    """The downsamples' backward: a plain store of each gradient element into its input
+    (decomps::index_put_by_maps), by expands where 16 outputs' inputs lie within 32, lane by lane
+    where they do not (the 2.1x and 6.5x downsamples' wider vectors)."""
+    op = _backward_op(mode)
+    for isize, osize in SIZES[1:]:
+        g = torch.randn(2, 3, *osize)
+        fn = lambda g: op(g, list(osize), [2, 3, *isize])  # noqa: E731
+        out, code = _compile(fn, g, dynamic=dynamic)
+        _same(out, fn(g), (isize, osize, mode, dynamic))
+        assert (EXPAND in code) == cpu_gathers.available(), (isize, osize)
+
+
+def test_stores_through_int64_owners():
+    """Owners past int32's range are int64 (``eager_rules.map_dtype``; here every size is, by a
+    limit of 0): the store's span test reads two int64 vectors."""
+    op = _backward_op("nearest")
+    g, x = torch.randn(2, 3, 27, 26), torch.empty(2, 3, 50, 40)
+    fn = lambda g, x: op(g, list(g.shape[2:]), list(x.shape))  # noqa: E731  symbolic sizes
+    with mock.patch.object(eager_rules, "INT32_MAP_LIMIT", 0):
+        out, code = _compile(fn, g, x)
+    _same(out, fn(g, x))
+    assert (EXPAND in code and SPAN_TEST[torch.int64] in code) == cpu_gathers.available()
+
+
+def test_other_stores_keep_inductors_code():
+    """A store of the user's own through an index, with nothing of the package in its kernel."""
+    x = torch.zeros(2, 3, 9, 40)
+    index = torch.arange(0, 40, 2)
+    values = torch.randn(2, 3, 9, 20)
+
+    def fn(x, index, values):
+        return torch.ops.aten.index_put(x, [None, None, None, index], values) + 1
+
+    out, code = _compile(fn, x, index, values)
+    _same(out, fn(x, index, values))
+    assert EXPAND not in code
 
 
 @pytest.mark.parametrize("sizes", [((9, 13), (20, 37)), ((20, 260), (7, 40))], ids=["permute", "lane by lane"])
@@ -142,5 +192,10 @@ def test_batches_and_threads(threads):
             fn = lambda x: F.interpolate(x, size=osize, mode="nearest-exact")  # noqa: E731
             out, _ = _compile(fn, x)
             _same(out, fn(x), (isize, osize, batch, threads))
+            if isize[0] > osize[0]:  # a downsample: its backward's plain store
+                g = torch.randn_like(out)
+                step = lambda g: _backward_op("nearest-exact")(g, list(osize), list(x.shape))  # noqa: E731
+                out, _ = _compile(step, g)
+                _same(out, step(g), (isize, osize, batch, threads, "backward"))
     finally:
         torch.set_num_threads(previous)

@@ -1,6 +1,7 @@
-"""index_tables and lowerings.index_tables: the op copies its argument, and ``index_by_maps`` is
-``_unsafe_index``; compiled, a gather's index table is a buffer of its own that the gather loads
-(no extern call), and the result is eager's values and strides."""
+"""index_tables and lowerings.index_tables: the op copies its argument, ``index_by_maps`` is
+``_unsafe_index`` and ``index_put_by_maps`` is ``index_put``; compiled, a gather's index table is
+a buffer of its own that the gather loads (no extern call), a plain store stores through its
+table without bounds checks, and the result is eager's values and strides."""
 
 from __future__ import annotations
 
@@ -33,6 +34,44 @@ def test_index_by_maps_is_unsafe_index():
     expected = torch.ops.aten._unsafe_index(x, indices)
     assert torch.equal(out, expected) and out.stride() == expected.stride()
     torch.library.opcheck(index_tables.index_by_maps, (x, indices))
+
+
+def test_index_put_by_maps_is_index_put():
+    x = torch.randn(2, 3, 5, 7)
+    before = x.clone()
+    indices = [None, None, torch.tensor([0, 2, 4]).view(-1, 1), torch.tensor([1, 3, 6], dtype=torch.int32)]
+    values = torch.randn(2, 3, 3, 3)
+    out = index_tables.index_put_by_maps(x, indices, values)
+    expected = torch.ops.aten.index_put(x, indices, values)
+    assert torch.equal(out, expected) and out.stride() == expected.stride()
+    assert torch.equal(x, before)  # functional: a new tensor
+    torch.library.opcheck(index_tables.index_put_by_maps, (x, indices, values))
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_plain_store_is_generated_without_checks(dynamic, deterministic, fresh_compiles):
+    """A downsample's backward stores through its owner table in generated code: no bounds
+    check, no negative-index wrap, and no extern ``index_put`` in deterministic mode (where
+    Inductor's ``index_put`` lowering would fall back to ATen's)."""
+    op = torch.ops.aten.upsample_nearest2d_backward
+
+    def fn(g):
+        return op(g, [20, 31], [2, 3, 45, 37])
+
+    g = torch.randn(2, 3, 20, 31)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        torch._dynamo.reset()
+        out, codes = run_and_get_code(torch.compile(fn, dynamic=dynamic, fullgraph=True), g)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    code = "\n".join(codes)
+    assert "index out of bounds" not in code, code
+    assert "aten.index_put" not in code and "decomps.index_put_by_maps" not in code, code  # no extern call
+    expected = fn(g)
+    assert torch.equal(out, expected) and out.stride() == expected.stride()
 
 
 # A 1-d int buffer of the output width in the generated wrapper.

@@ -260,7 +260,8 @@ def _traced_choice(case: perf_cases.Case) -> tuple[bool, bool, bool]:
 
     graph = make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o)
     nodes = aten_kernel_nodes(graph)
-    stores = any(n.target in (aten.index_put.default, aten._unsafe_index_put.default) for n in graph.graph.nodes)
+    stores = any(n.target in (aten.index_put.default, aten._unsafe_index_put.default,
+                              torch.ops.decomps.index_put_by_maps.default) for n in graph.graph.nodes)
     return FORWARD_EXTERN in nodes, BACKWARD_EXTERN in nodes, stores
 
 
