@@ -10,7 +10,9 @@ input hold all of them, and one two-source permute (``vpermt2ps``) picks them. F
 the kernel now takes, at run time, the index vector's first and last lanes; where they are less
 than 32 apart and every lane lies between them (one unsigned compare of the offsets), it loads
 the span from the first lane's element (two masked loads: only addresses between two that the
-gather reads) and permutes; elsewhere it loads lane by lane as before. The lanes' minimum and
+gather reads) and permutes; where the span is wider (downsampling by 2 to about 4.4), it tests
+each half vector the same way and permutes each half from its own span (four masked loads, two
+permutes and a blend); elsewhere it loads lane by lane as before. The lanes' minimum and
 maximum by reductions cost more than the permute saves. (1,3,500,400)->(256,256) float32, the
 kernel, 1 thread: 131 -> 49-52 us, eager's call 128 (docs/findings.md, finding 3).
 
@@ -121,6 +123,31 @@ _INDEX_CODE = {
 }
 
 
+# Per index type: the C++ of the halves' range test, where the whole vector's span is 32 or more
+# (a downsample by 2 to about 4.4): lanes 0-7 within 32 from lane 0 and lanes 8-15 within 32 from
+# lane 8 (``mid_first``, ``mid_last``: lanes 8 and 7), and ``half_offsets``, each lane's offset
+# from its half's first lane.
+_HALVES_CODE = {
+    torch.int32: """const int64_t mid_first = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(lanes, 2));
+    const int64_t mid_last = _mm_extract_epi32(_mm512_extracti32x4_epi32(lanes, 1), 3);
+    const __m512i half_offsets = _mm512_mask_sub_epi32(
+        offsets, 0xFF00, lanes, _mm512_set1_epi32(static_cast<int32_t>(mid_first)));
+    const __m512i half_widths = _mm512_mask_blend_epi32(0xFF00,
+        _mm512_set1_epi32(static_cast<int32_t>(mid_last - first)),
+        _mm512_set1_epi32(static_cast<int32_t>(last - mid_first)));
+    const bool in_halves = mid_last >= first && mid_last - first < 32 && last >= mid_first && last - mid_first < 32
+        && _mm512_cmple_epu32_mask(half_offsets, half_widths) == 0xFFFF;""",
+    torch.int64: """const int64_t mid_first = _mm_cvtsi128_si64(_mm512_castsi512_si128(hi));
+    const int64_t mid_last = _mm_extract_epi64(_mm512_extracti64x2_epi64(lo, 3), 1);
+    const __m512i mid_offsets = _mm512_sub_epi64(hi, _mm512_set1_epi64(mid_first));
+    const bool in_halves = mid_last >= first && mid_last - first < 32 && last >= mid_first && last - mid_first < 32
+        && _mm512_cmple_epu64_mask(lo_offsets, _mm512_set1_epi64(mid_last - first)) == 0xFF
+        && _mm512_cmple_epu64_mask(mid_offsets, _mm512_set1_epi64(last - mid_first)) == 0xFF;
+    const __m512i half_offsets = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm512_cvtepi64_epi32(lo_offsets)), _mm512_cvtepi64_epi32(mid_offsets), 1);""",
+}
+
+
 def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str | None:
     """The C++ expression that loads ``var[index]`` as one vector, or None where this path
     does not apply."""
@@ -146,6 +173,19 @@ def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str
         const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(span), base + first);
         const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(span >> {LANES}), base + first + {LANES});
         return _mm512_permutex2var_ps(a, offsets, b);
+    }}
+    {_HALVES_CODE[indirect.dtype]}
+    if (in_halves)
+    {{
+        const uint32_t low_span = static_cast<uint32_t>((uint64_t{{2}} << (mid_last - first)) - 1);
+        const uint32_t high_span = static_cast<uint32_t>((uint64_t{{2}} << (last - mid_first)) - 1);
+        const __m512 low = _mm512_permutex2var_ps(
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(low_span), base + first), half_offsets,
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(low_span >> {LANES}), base + first + {LANES}));
+        const __m512 high = _mm512_permutex2var_ps(
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(high_span), base + mid_first), half_offsets,
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(high_span >> {LANES}), base + mid_first + {LANES}));
+        return _mm512_mask_blend_ps(0xFF00, low, high);
     }}
     __at_align__ {index_type} index[{LANES}];
     {indirect}.store(index);

@@ -37,9 +37,9 @@ def _same(actual, expected, msg=""):
 
 
 # (input spatial size, output size): upsampling, downsampling by less than 2 (spans of 16
-# outputs within two vectors), by just over 2 (some spans of 32 or more: lane by lane), by 6.5;
-# widths that leave a partial vector.
-SIZES = [((9, 13), (20, 37)), ((50, 40), (27, 26)), ((30, 70), (14, 33)), ((20, 260), (7, 40))]
+# outputs within two vectors), by just over 2 and by 4.3 (spans of 32 or more: each half vector
+# within 32), by 6.5 (lane by lane); widths that leave a partial vector.
+SIZES = [((9, 13), (20, 37)), ((50, 40), (27, 26)), ((30, 70), (14, 33)), ((12, 130), (5, 30)), ((20, 260), (7, 40))]
 
 
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
@@ -65,7 +65,7 @@ def _backward_op(mode):
 def test_package_stores_are_eager_exactly(mode, dynamic):
     """The downsamples' backward: a plain store of each gradient element into its input
     (decomps::index_put_by_maps), by expands where 16 outputs' inputs lie within 32, lane by lane
-    where they do not (the 2.1x and 6.5x downsamples' wider vectors)."""
+    where they do not (the 2.1x, 4.3x and 6.5x downsamples' wider vectors)."""
     op = _backward_op(mode)
     for isize, osize in SIZES[1:]:
         g = torch.randn(2, 3, *osize)
