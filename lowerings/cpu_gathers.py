@@ -148,17 +148,24 @@ _HALVES_CODE = {
 }
 
 
+def _whole_vector_index(kernel, index: sympy.Expr, dtype: torch.dtype):
+    """``(indirect variable, rest)`` of a whole float32 vector's index (``_index_parts``) whose
+    indirect variable has a type of ``_INDEX_CODE``, else None."""
+    if dtype != torch.float32 or kernel.tiling_factor != LANES or kernel.num_elems != LANES:
+        return None
+    parts = _index_parts(kernel, index)
+    if parts is None or parts[0].dtype not in _INDEX_CODE:
+        return None
+    return parts
+
+
 def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str | None:
     """The C++ expression that loads ``var[index]`` as one vector, or None where this path
     does not apply."""
     from torch._inductor.codegen.cpp_utils import cexpr_index
 
-    if dtype != torch.float32 or kernel.tiling_factor != LANES or kernel.num_elems != LANES:
-        return None
-    if kernel._load_mask is not None:
-        return None
-    parts = _index_parts(kernel, index)
-    if parts is None or parts[0].dtype not in _INDEX_CODE:
+    parts = _whole_vector_index(kernel, index, dtype)
+    if parts is None or kernel._load_mask is not None:
         return None
     indirect, rest = parts
     span_test, index_type = _INDEX_CODE[indirect.dtype]
@@ -209,10 +216,8 @@ def _store_lines(kernel, var: str, index: sympy.Expr, dtype: torch.dtype, value)
     lane, in lane order, as Inductor's code stores them."""
     from torch._inductor.codegen.cpp_utils import cexpr_index
 
-    if dtype != torch.float32 or kernel.tiling_factor != LANES or kernel.num_elems != LANES:
-        return None
-    parts = _index_parts(kernel, index)
-    if parts is None or parts[0].dtype not in _INDEX_CODE:
+    parts = _whole_vector_index(kernel, index, dtype)
+    if parts is None:
         return None
     indirect, rest = parts
     span_test, index_type = _INDEX_CODE[indirect.dtype]
