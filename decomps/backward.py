@@ -227,8 +227,7 @@ def _owners(isize, osize, scale, rule, device, rank: int) -> Tensor:
     windows are the exact preimage of the non-decreasing ``src``, that is ``src(o)``, in the
     forward map's integer type (int32 where it fits: the store's index vectors are half as wide)."""
     if isinstance(rule, eager_rules.Rule):
-        o = torch.arange(osize, dtype=eager_rules.map_dtype(isize, osize, scale), device=device)
-        return eager_rules.source_index(o, isize, osize, scale, rule)
+        return eager_rules.source_indices(isize, osize, scale, rule, device, eager_rules.map_dtype(isize, osize, scale))
     o = torch.arange(osize, dtype=_window_dtype(isize, osize, scale, rule, rank), device=device)
     return backward_windows.cuda_window_owner(o, isize, osize, scale, rule == "cuda-exact")
 

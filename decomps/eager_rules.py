@@ -363,9 +363,10 @@ def with_special_cases(special, isize, osize, scale, formula) -> Tensor:
     return result
 
 
-def source_indices(isize, osize, scale, rule: Rule, device) -> Tensor:
-    """``source_index`` of every output position: an int64 tensor of length ``osize``."""
-    o = torch.arange(osize, dtype=torch.int64, device=device)
+def source_indices(isize, osize, scale, rule: Rule, device, dtype=torch.int64) -> Tensor:
+    """``source_index`` of every output position: a tensor of length ``osize``, in ``dtype`` (or
+    int32 where static sizes prove it fits)."""
+    o = torch.arange(osize, dtype=dtype, device=device)
     return source_index(o, isize, osize, scale, rule)
 
 
