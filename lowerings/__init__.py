@@ -5,7 +5,8 @@ AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lower
 every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
 the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
 tables (``index_tables``), three code generation facts (``divisibility``,
-``positive_sizes``, ``package_kernels``) and the vector loads of the package's CPU gathers
+``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
+kernels (``size_variants``) and the vector loads and stores of the package's CPU gathers
 (``cpu_gathers``). It returns a callable that restores Inductor's stock
 state exactly.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import aten_kernels, cpu_gathers, divisibility, index_tables, package_kernels, positive_sizes, repeat
+from . import aten_kernels, cpu_gathers, divisibility, index_tables, package_kernels, positive_sizes, repeat, size_variants
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -66,6 +67,8 @@ def missing_codegen_hooks() -> list[str]:
 
     if not isinstance(SIMDScheduling.__dict__.get("get_tiling_and_scores"), classmethod):
         missing.append("SIMDScheduling.get_tiling_and_scores")
+    if not isinstance(triton.TritonKernel.__dict__.get("inductor_meta_common"), classmethod):
+        missing.append("TritonKernel.inductor_meta_common")
     return missing
 
 
@@ -73,6 +76,7 @@ def codegen_hooks() -> dict[str, object]:
     """The Inductor attributes ``install`` replaces for the code generation facts (the class
     entry, so a classmethod compares by identity)."""
     from torch._inductor.codegen import cpp, simd, triton
+    from torch._inductor.runtime import triton_heuristics
     from torch._inductor.sizevars import SizeVarAllocator
 
     return {
@@ -82,6 +86,8 @@ def codegen_hooks() -> dict[str, object]:
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
         "SIMDScheduling.get_tiling_and_scores": simd.SIMDScheduling.__dict__.get("get_tiling_and_scores"),
+        "TritonKernel.inductor_meta_common": triton.TritonKernel.__dict__.get("inductor_meta_common"),
+        "CachingAutotuner.precompile": triton_heuristics.CachingAutotuner.__dict__.get("precompile"),
     }
 
 
@@ -96,7 +102,7 @@ def install(decompositions: dict) -> Callable[[], None]:
         swap_entries(lowering.lowerings, index_tables.lowerings()),
     ]
     if not missing_codegen_hooks():
-        undo += [divisibility.install(), positive_sizes.install(), package_kernels.install()]
+        undo += [divisibility.install(), positive_sizes.install(), package_kernels.install(), size_variants.install()]
     undo.append(cpu_gathers.install())
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()

@@ -180,10 +180,41 @@ def signature_to_meta(*args, **kwargs) -> dict[str, str]:
     signature = _stock["signature_to_meta"](*args, **kwargs)
     if kwargs.get("is_template") or not narrows_size_arguments(V.kernel):
         return signature
-    return {
+    signature = {
         name: "i32" if name.startswith("ks") and dtype == "i64" else dtype
         for name, dtype in signature.items()
     }
+    V.kernel._decomps_size_args = symbolic_size_args(args[0] if args else kwargs["signature"], signature)
+    return signature
+
+
+def symbolic_size_args(args, signature: dict[str, str]) -> list[str]:
+    """The names of a kernel's ``i32`` size arguments whose values are symbolic."""
+    from torch._inductor.codegen.common import SizeArg
+
+    return [
+        arg.name
+        for arg in args
+        if isinstance(arg, SizeArg)
+        and signature.get(arg.name) == "i32"
+        and isinstance(arg.expr, sympy.Expr)
+        and arg.expr.free_symbols
+    ]
+
+
+@classmethod
+def inductor_meta_common(cls) -> dict:
+    """Inductor's kernel metadata; a kernel with ``i32`` symbolic size arguments names them
+    (``lowerings.size_variants``)."""
+    from torch._inductor.virtualized import V
+
+    from .size_variants import SIZE_ARGS
+
+    meta = _stock["inductor_meta_common"](cls)
+    names = getattr(V.kernel, "_decomps_size_args", None)
+    if names:
+        meta[SIZE_ARGS] = list(names)
+    return meta
 
 
 @classmethod
@@ -201,9 +232,11 @@ def install() -> Callable[[], None]:
 
     _stock["signature_to_meta"] = triton.signature_to_meta
     _stock["get_tiling_and_scores"] = SIMDScheduling.get_tiling_and_scores.__func__
+    _stock["inductor_meta_common"] = triton.TritonKernel.inductor_meta_common.__func__
     undo = [
         replace_attribute(triton, "signature_to_meta", signature_to_meta),
         replace_attribute(SIMDScheduling, "get_tiling_and_scores", get_tiling_and_scores),
+        replace_attribute(triton.TritonKernel, "inductor_meta_common", inductor_meta_common),
     ]
 
     def uninstall() -> None:

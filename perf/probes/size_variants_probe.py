@@ -1,0 +1,139 @@
+"""What per-size variants of the package's dynamic kernels (``lowerings.size_variants``) do to
+the rows that docs/findings.md, finding 1, leaves behind their static kernels.
+
+Usage (CUDA only): ``python -m perf.probes.size_variants_probe OUT_DIR [--rows REGEX]``
+
+Per row, ``torch.compile`` three ways: ``dynamic`` (``dynamic=True``, variants off),
+``variants`` (``dynamic=True``, as installed) and ``static`` (``dynamic=False``). Per way,
+after three warm-up calls: the forward's and the training step's GPU kernels per call
+(profiler, us), the forward call and the step timed back to back (``torch.utils.benchmark``,
+median, us), and the number of variants compiled. Every result is checked against eager
+(forward ``torch.equal``, gradients against float64 eager within the dtype's tolerance).
+Writes ``OUT_DIR/size_variants_probe.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+from unittest import mock
+
+import torch
+
+from perf.probes import kernel_time, probe_main
+
+
+def _interp(shape, dtype, memory_format, **kwargs):
+    import torch.nn.functional as F
+
+    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    return (x,), lambda x: F.interpolate(x, mode="nearest", **kwargs)
+
+
+def _fpn_merge(memory_format):
+    import torch.nn.functional as F
+
+    top = torch.randn(8, 256, 128, 128, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
+    lateral = torch.randn(8, 256, 256, 256, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
+    return (top, lateral), lambda t, lat: lat + F.interpolate(t, scale_factor=2, mode="nearest")
+
+
+def _unet_skip(memory_format):
+    import torch.nn.functional as F
+
+    x = torch.randn(8, 256, 128, 128, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
+    skip = torch.randn(8, 256, 256, 256, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
+    return (x, skip), lambda x, s: torch.cat([s, F.interpolate(x, scale_factor=2, mode="nearest")], 1)
+
+
+CL, CONTIGUOUS = torch.channels_last, torch.contiguous_format
+UP = ((4, 3, 1234, 1345), (2345, 2456))
+DOWN = ((4, 3, 2345, 2456), (1234, 1345))
+ROWS = {
+    "(8,64,200,200) x1.5 f16": lambda: _interp((8, 64, 200, 200), torch.float16, CONTIGUOUS, scale_factor=1.5),
+    "(8,64,200,200) x1.5 f16 channels_last": lambda: _interp((8, 64, 200, 200), torch.float16, CL, scale_factor=1.5),
+    "(4,3,1234,1345)->(2345,2456) bf16": lambda: _interp(UP[0], torch.bfloat16, CONTIGUOUS, size=UP[1]),
+    "(4,3,1234,1345)->(2345,2456) bf16 channels_last": lambda: _interp(UP[0], torch.bfloat16, CL, size=UP[1]),
+    "(4,3,1234,1345)->(2345,2456) f32": lambda: _interp(UP[0], torch.float32, CONTIGUOUS, size=UP[1]),
+    "(4,3,2345,2456)->(1234,1345) f32": lambda: _interp(DOWN[0], torch.float32, CONTIGUOUS, size=DOWN[1]),
+    "(4,3,2345,2456)->(1234,1345) f32 channels_last": lambda: _interp(DOWN[0], torch.float32, CL, size=DOWN[1]),
+    "(2,32,64,64,64) x1.5 bf16": lambda: _interp((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
+    "(8,256,128,128) x2 bf16": lambda: _interp((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, scale_factor=2.0),
+    "(8,256,128,128) x2 bf16 channels_last": lambda: _interp((8, 256, 128, 128), torch.bfloat16, CL, scale_factor=2.0),
+    "FPN merge bf16": lambda: _fpn_merge(CONTIGUOUS),
+    "UNet skip cat bf16": lambda: _unet_skip(CONTIGUOUS),
+}
+WAYS = ("dynamic", "variants", "static")
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
+
+
+def _way(name):
+    from lowerings import size_variants
+
+    if name == "dynamic":
+        return mock.patch.object(size_variants, "MAX_VARIANTS", 0)
+    return contextlib.nullcontext()
+
+
+def _call_time(fn) -> float:
+    from torch.utils.benchmark import Timer
+
+    return Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.3).median * 1e6
+
+
+def probe_row(make) -> dict:
+    from lowerings import size_variants
+
+    args, f = make()
+    expected = f(*args)
+    leaves = [a.detach().requires_grad_() for a in args]
+    g = torch.randn_like(expected)
+    doubles = [a.detach().double().requires_grad_() for a in args]
+    reference = torch.autograd.grad(f(*doubles), doubles, g.double())
+    row = {"eager forward": kernel_time(lambda: f(*args)),
+           "eager step": kernel_time(lambda: torch.autograd.grad(f(*leaves), leaves, g))}
+    compiles = []
+    stock_compile = size_variants.compile_variant
+
+    def counted(tuner, values):
+        compiles.append(values)
+        return stock_compile(tuner, values)
+
+    for way in WAYS:
+        torch._dynamo.reset()
+        compiles.clear()
+        with _way(way), mock.patch.object(size_variants, "compile_variant", counted):
+            compiled = torch.compile(f, dynamic=way != "static")
+            forward = lambda: compiled(*args)  # noqa: E731
+            step = lambda: torch.autograd.grad(compiled(*leaves), leaves, g)  # noqa: E731
+            for _ in range(3):
+                out = forward()
+                grads = step()
+            assert torch.equal(out, expected) and out.stride() == expected.stride(), way
+            tol = TOLERANCE[expected.dtype]
+            for grad, ref in zip(grads, reference):
+                torch.testing.assert_close(grad.double(), ref, rtol=tol, atol=tol)
+            row[f"{way} forward"] = kernel_time(forward, calls=30)
+            row[f"{way} step"] = kernel_time(step, calls=30)
+            row[f"{way} forward call"] = _call_time(forward)
+            row[f"{way} step call"] = _call_time(step)
+            row[f"{way} variants"] = len(compiles)
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--rows", default=".")
+    known, rest = parser.parse_known_args(argv)
+
+    def rows():
+        for name, make in ROWS.items():
+            if re.search(known.rows, name):
+                yield name, {"row": name, **probe_row(make)}
+
+    return probe_main("size_variants_probe", rows, rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""lowerings.size_variants: per-size variants of the package's dynamic Triton kernels."""
+
+from __future__ import annotations
+
+import types
+
+import sympy
+import torch
+import torch.nn.functional as F
+from torch._inductor.codegen.common import SizeArg
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+from lowerings import package_kernels, size_variants
+
+s0 = sympy.Symbol("s0", integer=True, positive=True)
+SIGNATURE = {"in_ptr0": "*fp16", "out_ptr0": "*fp16", "ks0": "i32", "ks1": "i32", "xnumel": "i32", "XBLOCK": "constexpr"}
+SOURCE = "def k(in_ptr0, out_ptr0, ks0, ks1, xnumel, XBLOCK):\n    x = tl.broadcast_to(ks1, [XBLOCK])\n"
+
+
+def test_symbolic_size_args():
+    args = [SizeArg("ks0", 2 * s0), SizeArg("ks1", sympy.Integer(300)), SizeArg("xnumel", 64 * s0),
+            SizeArg("ks2", 3 * s0)]
+    signature = {"ks0": "i32", "ks1": "i32", "xnumel": "i32", "ks2": "i64"}
+    assert package_kernels.symbolic_size_args(args, signature) == ["ks0", "xnumel"]
+
+
+def test_constant_names_keep_broadcast_values_as_arguments():
+    assert size_variants.constant_names(["ks0", "ks1", "xnumel"], SOURCE) == ("ks0", "xnumel")
+    assert size_variants.constant_names(["ks1"], SOURCE) == ()
+
+
+def test_constant_meta():
+    meta = {"signature": SIGNATURE, "constants": {"ks9": 1}, "configs": [{(0,): [["tt.divisibility", 16]],
+                                                                        (2,): [["tt.divisibility", 16]]}]}
+    constant = size_variants._constant_meta(meta, {"ks0": 48, "xnumel": 4096})
+    assert constant["signature"] == {**SIGNATURE, "ks0": "constexpr", "xnumel": "constexpr"}
+    assert constant["constants"] == {"ks9": 1, "ks0": 48, "xnumel": 4096}
+    assert constant["configs"] == [{(0,): [["tt.divisibility", 16]]}]  # none on a constant
+    assert meta["signature"] == SIGNATURE and meta["constants"] == {"ks9": 1}  # not mutated
+
+
+def _tuner(names=("ks0", "ks1", "xnumel"), launchers=1):
+    return types.SimpleNamespace(
+        inductor_meta={size_variants.SIZE_ARGS: list(names)}, triton_meta={"signature": SIGNATURE},
+        fn=types.SimpleNamespace(src=SOURCE, __name__="k"), launchers=[object()] * launchers)
+
+
+def test_variant_after_specialize_at_launches(monkeypatch):
+    compiled = []
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: compiled.append(values) or object())
+    tuner = _tuner()
+    sizes = size_variants._Sizes(tuner)
+    assert sizes.names == ("ks0", "xnumel") and sizes.positions == (2, 4)
+    for _ in range(size_variants.SPECIALIZE_AT - 1):
+        sizes.seen(tuner, (48, 4096))
+    assert compiled == [] and not sizes.variants
+    sizes.seen(tuner, (48, 4096))
+    assert compiled == [{"ks0": 48, "xnumel": 4096}] and list(sizes.variants) == [(48, 4096)]
+
+
+def test_at_most_max_variants(monkeypatch):
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
+    tuner = _tuner()
+    sizes = size_variants._Sizes(tuner)
+    for n in range(size_variants.MAX_VARIANTS + 3):
+        for _ in range(size_variants.SPECIALIZE_AT):
+            sizes.seen(tuner, (n, 4096))
+    assert list(sizes.variants) == [(n, 4096) for n in range(size_variants.MAX_VARIANTS)]
+
+
+def test_no_variant_before_autotuning_or_while_capturing(monkeypatch):
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
+    untuned = _tuner(launchers=3)
+    sizes = size_variants._Sizes(untuned)
+    for _ in range(size_variants.SPECIALIZE_AT):
+        sizes.seen(untuned, (1, 2))
+    assert not sizes.variants
+    monkeypatch.setattr(size_variants, "_capturing", lambda: True)
+    tuner = _tuner()
+    sizes = size_variants._Sizes(tuner)
+    for _ in range(size_variants.SPECIALIZE_AT + 2):
+        sizes.seen(tuner, (1, 2))
+    assert not sizes.variants
+
+
+def test_a_failed_variant_turns_the_kernel_off(monkeypatch):
+    calls = []
+
+    def fail(tuner, values):
+        calls.append(values)
+        raise RuntimeError("triton")
+
+    monkeypatch.setattr(size_variants, "compile_variant", fail)
+    tuner = _tuner()
+    sizes = size_variants._Sizes(tuner)
+    for n in range(3):
+        for _ in range(size_variants.SPECIALIZE_AT):
+            sizes.seen(tuner, (n, 4096))
+    assert len(calls) == 1 and not sizes.variants
+    assert size_variants._Sizes(_tuner(names=("ks1",))).off  # nothing to specialize
+
+
+def test_run_launches_the_variant_of_its_sizes(monkeypatch):
+    launched = []
+
+    class Base:
+        def run(self, *args, stream, **kwargs):
+            launched.append(("dynamic", args))
+
+    class Variant:
+        def run(self, *args, stream, **kwargs):
+            launched.append(("variant", args))
+
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: Variant())
+    tuner = _tuner()
+    kernel = Base()
+    kernel.__dict__.update(vars(tuner))
+    kernel._decomps_sizes = size_variants._Sizes(tuner)
+    kernel.__class__ = size_variants._variant_class(Base)
+    args = ("in", "out", 48, 7, 4096)
+    for _ in range(size_variants.SPECIALIZE_AT + 1):
+        kernel.run(*args, stream=0)
+    kernel.run("in", "out", 50, 7, 4096, stream=0)
+    kinds = [kind for kind, _ in launched]
+    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["variant", "dynamic"]
+    assert all(a == args for _, a in launched[:-1])
+
+
+class Kernel:
+    """Stands for ``CachingAutotuner``: its state pickles only without launchers."""
+
+    def __getstate__(self):
+        assert not self.launchers
+        return dict(vars(self))
+
+    def run(self, *args, stream, **kwargs):
+        pass
+
+
+def test_copies_and_pickles_are_stock_kernels(monkeypatch):
+    import copy
+    import pickle
+
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
+    tuner = _tuner()
+    kernel = Kernel()
+    kernel.__dict__.update(vars(tuner))
+    kernel._decomps_sizes = size_variants._Sizes(tuner)
+    kernel.__class__ = size_variants._variant_class(Kernel)
+    kernel.launchers = []  # Inductor empties them before it copies (prepare_for_pickle)
+    for copied in (copy.deepcopy(kernel), pickle.loads(pickle.dumps(kernel))):
+        assert type(copied) is Kernel and not hasattr(copied, "_decomps_sizes")
+        assert copied.inductor_meta == tuner.inductor_meta
+
+
+class TestSizeVariants(TestCase):
+    """Compiled with ``dynamic=True`` on CUDA: variants launch, stay exact, and compile nothing
+    into the graph (one graph for every size)."""
+
+    def _counted(self):
+        compiled = []
+        stock = size_variants.compile_variant
+
+        def counted(tuner, values):
+            variant = stock(tuner, values)
+            compiled.append(variant)
+            return variant
+
+        return compiled, counted
+
+    def test_variants_exact_without_recompiles(self, device):
+        from unittest import mock
+
+        compiled, counted = self._counted()
+        f = torch.compile(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), dynamic=True)
+        with mock.patch.object(size_variants, "compile_variant", counted):
+            for shape in ((2, 3, 20, 30), (2, 3, 24, 31), (3, 5, 20, 30)):
+                x = torch.randn(shape, device=device, dtype=torch.float16)
+                for _ in range(size_variants.SPECIALIZE_AT + 1):
+                    self.assertEqual(f(x), F.interpolate(x, scale_factor=1.5, mode="nearest"), atol=0, rtol=0)
+                if shape == (2, 3, 20, 30):
+                    torch._dynamo.config.error_on_recompile = True
+            torch._dynamo.config.error_on_recompile = False
+        self.assertEqual(len(compiled), 3)
+        self.assertTrue(all(v is not None and len(v.launchers) == 1 for v in compiled))
+
+    def test_training_step_and_cuda_graphs(self, device):
+        from unittest import mock
+
+        compiled, counted = self._counted()
+        f = lambda x: F.interpolate(x, size=(37, 45), mode="nearest-exact")  # noqa: E731
+        x = torch.randn(2, 8, 20, 30, device=device).contiguous(memory_format=torch.channels_last)
+        leaf = x.detach().requires_grad_()
+        g = torch.randn_like(f(x))
+        doubles = x.detach().double().requires_grad_()
+        (reference,) = torch.autograd.grad(f(doubles), doubles, g.double())
+        with mock.patch.object(size_variants, "compile_variant", counted):
+            for mode in (None, "reduce-overhead"):
+                torch._dynamo.reset()
+                c = torch.compile(f, dynamic=True, mode=mode)
+                for _ in range(size_variants.SPECIALIZE_AT + 2):
+                    self.assertEqual(c(x), f(x), atol=0, rtol=0)
+                    (grad,) = torch.autograd.grad(c(leaf), leaf, g)
+                    torch.testing.assert_close(grad.double(), reference, rtol=1e-5, atol=1e-5)
+                    self.assertEqual(grad.stride(), x.stride())
+        self.assertGreater(len(compiled), 0)
+
+    def tearDown(self):
+        torch._dynamo.config.error_on_recompile = False
+        super().tearDown()
+
+
+instantiate_device_type_tests(TestSizeVariants, globals(), only_for=("cuda",))
