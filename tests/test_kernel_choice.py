@@ -139,16 +139,19 @@ def test_bad_input_raises_eagers_error():
                 assert actual[0] is expected[0] and "not implemented for" in actual[1], (op, actual)
 
 
-@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=str)
-def test_compiled_matches_eager_and_is_deterministic(layout):
-    """torch.compile on CPU, ATen's kernels (forward where contiguous, backward in both layouts):
-    eager's values and strides, bitwise repeatable under
-    ``torch.use_deterministic_algorithms(True)``."""
+@pytest.mark.parametrize("layout, size", [(torch.contiguous_format, (9, 13)), (torch.channels_last, (9, 13)),
+                                          (torch.channels_last_3d, (6, 9, 13)), (torch.channels_last_3d, (8, 10, 14))],
+                         ids=str)
+def test_compiled_matches_eager_and_is_deterministic(layout, size):
+    """torch.compile on CPU, ATen's kernels (forward where contiguous, backward in every layout;
+    channels_last_3d also for an integer repeat): eager's values and strides, bitwise repeatable
+    under ``torch.use_deterministic_algorithms(True)``."""
     def fn(x):
-        return F.interpolate(x, size=(9, 13), mode="nearest-exact")
+        return F.interpolate(x, size=size, mode="nearest-exact")
 
-    x = _random((2, 3, 5, 7), torch.float32, layout).requires_grad_()
-    g = _random((2, 3, 9, 13), torch.float32, layout)
+    spatial = (5, 7) if len(size) == 2 else (4, 5, 7)
+    x = _random((2, 3, *spatial), torch.float32, layout).requires_grad_()
+    g = _random((2, 3, *size), torch.float32, layout)
     expected = fn(x)
     (expected_grad,) = torch.autograd.grad(expected, x, g)
     torch.use_deterministic_algorithms(True)
@@ -292,7 +295,8 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
     """Contiguous rows whose forward gathers the innermost dim take ATen's kernel forward
     (``EXTERN_ROWS``) but uint8 and, with wide vectors, float32 ones; channels-last rows (3
     channels) take ATen's kernel forward where they are uint8 and the vectors narrow
-    (``kernel_choice.aten_forward``), and backward where a dim gathers windows."""
+    (``kernel_choice.aten_forward``), and backward where a dim gathers windows; channels_last_3d
+    rows (x2, x1.5) take it backward."""
     wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     seen = set()
     for case in perf_cases.make_cases("cpu", backward=True):
@@ -307,7 +311,8 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
         forward, backward = EXTERN_ROWS.get(key, (False, False))
         if case.memory_format != perf_cases.CONTIGUOUS:
             forward = case.dtype == "uint8" and not wide
-            backward = case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
+            backward = (case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
+                        or case.memory_format == "channels_last_3d")
         # contiguous: uint8 keeps the generated gather, and float32 with wide vectors
         # (lowerings.cpu_gathers loads its gathers as whole vectors)
         contiguous = case.memory_format == perf_cases.CONTIGUOUS
