@@ -93,6 +93,8 @@ class _Sizes:
 
     def __init__(self, tuner) -> None:
         order = list(tuner.triton_meta["signature"])
+        # a launch passes every argument but the constexprs, in signature order
+        self.arguments = sum(t != "constexpr" for t in tuner.triton_meta["signature"].values())
         self.names = constant_names(tuner.inductor_meta[SIZE_ARGS], tuner.fn.src)
         self.positions = tuple(order.index(name) for name in self.names)
         self.variants: dict[tuple, object] = {}
@@ -133,6 +135,8 @@ def _variant_class(base: type) -> type:
 
         def run(self, *args, stream, **kwargs):
             sizes = self._decomps_sizes
+            if len(args) != sizes.arguments:  # not the launch this kernel was generated for
+                return base.run(self, *args, stream=stream, **kwargs)
             key = tuple(args[i] for i in sizes.positions)
             variant = sizes.variants.get(key)
             if variant is not None:
@@ -165,13 +169,28 @@ def precompile(self, *args, **kwargs):
         and not kwargs.get("warm_cache_only", args[0] if args else False)
         and self.launchers
     ):
-        self._decomps_sizes = _Sizes(self)
+        try:
+            sizes = _Sizes(self)
+        except (AttributeError, KeyError, ValueError):  # a kernel not laid out as expected: stock
+            log.warning("no size variants of %s", getattr(self.fn, "__name__", self.fn), exc_info=True)
+            return result
+        self._decomps_sizes = sizes
         self.__class__ = _variant_class(CachingAutotuner)
     return result
 
 
+# The torch versions whose Inductor launches were checked against this module's reading of
+# them (argument order, ``_reload_kernel``, the static-launch cache's copies) on a GPU.
+TESTED_TORCH = ((2, 11),)
+
+
 def missing_hooks() -> list[str]:
     """What the variants need from this torch and Triton; without it they stay off."""
+    import torch
+
+    version = tuple(int(part) for part in torch.__version__.split(".")[:2])
+    if version not in TESTED_TORCH:
+        return [f"torch {version[0]}.{version[1]} (variants checked on {TESTED_TORCH})"]
     try:
         from torch._inductor.runtime import triton_heuristics
         from torch._inductor.utils import triton_version_uses_attrs_dict

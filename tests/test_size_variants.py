@@ -122,9 +122,16 @@ def test_run_launches_the_variant_of_its_sizes(monkeypatch):
     for _ in range(size_variants.SPECIALIZE_AT + 1):
         kernel.run(*args, stream=0)
     kernel.run("in", "out", 50, 7, 4096, stream=0)
+    kernel.run("in", "out", 48, 7, 4096, 0, stream=0)  # another argument layout: the kernel's own
     kinds = [kind for kind, _ in launched]
-    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["variant", "dynamic"]
-    assert all(a == args for _, a in launched[:-1])
+    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["variant", "dynamic", "dynamic"]
+    assert all(a == args for _, a in launched[:-2])
+
+
+def test_checked_torch_versions_only(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    assert size_variants.missing_hooks()[0].startswith("torch 2.99")
+    assert size_variants.install()() is None  # nothing installed, nothing to undo
 
 
 class Kernel:
