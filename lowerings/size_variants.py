@@ -210,9 +210,9 @@ def missing_hooks() -> list[str]:
 
 
 def install() -> Callable[[], None]:
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
     if missing_hooks():
         return lambda: None
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
     _stock["precompile"] = CachingAutotuner.precompile
     return replace_attribute(CachingAutotuner, "precompile", precompile)
