@@ -46,6 +46,15 @@ def _tuner(names=("ks0", "ks1", "xnumel"), launchers=1):
         fn=types.SimpleNamespace(src=SOURCE, __name__="k"), launchers=[object()] * launchers)
 
 
+def _with_variants(kernel):
+    """``kernel`` (an instance of a stand-in class) as ``precompile`` leaves a package kernel."""
+    tuner = _tuner()
+    kernel.__dict__.update(vars(tuner))
+    kernel._decomps_sizes = size_variants._Sizes(tuner)
+    kernel.__class__ = size_variants._variant_class(type(kernel))
+    return kernel
+
+
 def test_variant_after_specialize_at_launches(monkeypatch):
     compiled = []
     monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: compiled.append(values) or object())
@@ -113,11 +122,7 @@ def test_run_launches_the_variant_of_its_sizes(monkeypatch):
             launched.append(("variant", args))
 
     monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: Variant())
-    tuner = _tuner()
-    kernel = Base()
-    kernel.__dict__.update(vars(tuner))
-    kernel._decomps_sizes = size_variants._Sizes(tuner)
-    kernel.__class__ = size_variants._variant_class(Base)
+    kernel = _with_variants(Base())
     args = ("in", "out", 48, 7, 4096)
     for _ in range(size_variants.SPECIALIZE_AT + 1):
         kernel.run(*args, stream=0)
@@ -150,15 +155,11 @@ def test_copies_and_pickles_are_stock_kernels(monkeypatch):
     import pickle
 
     monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
-    tuner = _tuner()
-    kernel = Kernel()
-    kernel.__dict__.update(vars(tuner))
-    kernel._decomps_sizes = size_variants._Sizes(tuner)
-    kernel.__class__ = size_variants._variant_class(Kernel)
+    kernel = _with_variants(Kernel())
     kernel.launchers = []  # Inductor empties them before it copies (prepare_for_pickle)
     for copied in (copy.deepcopy(kernel), pickle.loads(pickle.dumps(kernel))):
         assert type(copied) is Kernel and not hasattr(copied, "_decomps_sizes")
-        assert copied.inductor_meta == tuner.inductor_meta
+        assert copied.inductor_meta == _tuner().inductor_meta
 
 
 class TestSizeVariants(TestCase):
