@@ -104,9 +104,9 @@ def aten_backward(grad_output: Tensor, patterns, static) -> bool:
     channels-last one (its fwd+bwd step 1.7-6.3x faster than with the generated gather, AVX2),
     or any dim of a channels_last_3d one would gather or sum a repeat's windows (the
     (2,32,64,64,64) f32 fwd+bwd steps, x2 / x1.5, AVX512, 1 thread: 1022 / 424 ms generated,
-    449 / 280 with ATen's backward, eager 440 / 283); on CUDA where some dim would gather windows over symbolic sizes (the generated gather
-    divides by runtime sizes and masks its window positions; with static sizes it beats
-    eager's kernel).
+    449 / 280 with ATen's backward, eager 440 / 283); on CUDA where some dim would gather
+    windows over symbolic sizes (the generated gather divides by runtime sizes and masks its
+    window positions; with static sizes it beats eager's kernel).
 
     ``patterns``: per spatial dim, after the innermost dim's short period; ``static``: per
     spatial dim, whether its input and output sizes are static.
