@@ -21,6 +21,25 @@ def kernel_time(fn, calls: int = 20) -> float:
     return sum(e.time_range.elapsed_us() for e in kernels) / calls
 
 
+def interp_row(shape, dtype, memory_format, **kwargs):
+    """``((x,), f)``: a CUDA input and ``F.interpolate(x, mode="nearest", **kwargs)``."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    return (x,), lambda x: F.interpolate(x, mode="nearest", **kwargs)
+
+
+def fpn_merge_row(dtype, memory_format):
+    """``((top, lateral), f)``: the harness's CUDA FPN merge, ``lateral + up(top)``."""
+    import torch
+    import torch.nn.functional as F
+
+    top = torch.randn(8, 256, 128, 128, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    lateral = torch.randn(8, 256, 256, 256, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    return (top, lateral), lambda t, lat: lat + F.interpolate(t, scale_factor=2, mode="nearest")
+
+
 def start_cuda_probe(name: str) -> bool:
     """False (with a message) without CUDA; else installs the package and turns off the compile
     caches, whose keys do not see the switches the probes flip."""

@@ -20,39 +20,24 @@ from unittest import mock
 
 import torch
 
-from perf.probes import kernel_time, probe_main
-
-
-def _interp(shape, dtype, memory_format, **kwargs):
-    import torch.nn.functional as F
-
-    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
-    return (x,), lambda x: F.interpolate(x, mode="nearest", **kwargs)
-
-
-def _fpn_merge(dtype, memory_format):
-    import torch.nn.functional as F
-
-    top = torch.randn(8, 256, 128, 128, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
-    lateral = torch.randn(8, 256, 256, 256, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
-    return (top, lateral), lambda t, lat: lat + F.interpolate(t, scale_factor=2, mode="nearest")
+from perf.probes import fpn_merge_row, interp_row, kernel_time, probe_main
 
 
 CL, CONTIGUOUS = torch.channels_last, torch.contiguous_format
 SEED = ((4, 3, 1234, 1345), (2345, 2456))
 ROWS = {  # name: inputs and function
-    "(8,64,200,200) x1.5 f16": lambda: _interp((8, 64, 200, 200), torch.float16, CONTIGUOUS, scale_factor=1.5),
-    "(8,64,200,200) x1.5 f16 channels_last": lambda: _interp((8, 64, 200, 200), torch.float16, CL, scale_factor=1.5),
-    "(8,16,200,200) x1.5 f16 channels_last": lambda: _interp((8, 16, 200, 200), torch.float16, CL, scale_factor=1.5),
-    "(4,3,1234,1345)->(2345,2456) bf16": lambda: _interp(SEED[0], torch.bfloat16, CONTIGUOUS, size=SEED[1]),
-    "(4,3,1234,1345)->(2345,2456) bf16 channels_last": lambda: _interp(SEED[0], torch.bfloat16, CL, size=SEED[1]),
-    "(4,3,1234,1345)->(2345,2456) f32 channels_last": lambda: _interp(SEED[0], torch.float32, CL, size=SEED[1]),
-    "(2,32,64,64,64) x1.5 bf16": lambda: _interp((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
-    "(2,32,64,64,64) x1.5 f32 channels_last_3d": lambda: _interp(
+    "(8,64,200,200) x1.5 f16": lambda: interp_row((8, 64, 200, 200), torch.float16, CONTIGUOUS, scale_factor=1.5),
+    "(8,64,200,200) x1.5 f16 channels_last": lambda: interp_row((8, 64, 200, 200), torch.float16, CL, scale_factor=1.5),
+    "(8,16,200,200) x1.5 f16 channels_last": lambda: interp_row((8, 16, 200, 200), torch.float16, CL, scale_factor=1.5),
+    "(4,3,1234,1345)->(2345,2456) bf16": lambda: interp_row(SEED[0], torch.bfloat16, CONTIGUOUS, size=SEED[1]),
+    "(4,3,1234,1345)->(2345,2456) bf16 channels_last": lambda: interp_row(SEED[0], torch.bfloat16, CL, size=SEED[1]),
+    "(4,3,1234,1345)->(2345,2456) f32 channels_last": lambda: interp_row(SEED[0], torch.float32, CL, size=SEED[1]),
+    "(2,32,64,64,64) x1.5 bf16": lambda: interp_row((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
+    "(2,32,64,64,64) x1.5 f32 channels_last_3d": lambda: interp_row(
         (2, 32, 64, 64, 64), torch.float32, torch.channels_last_3d, scale_factor=1.5),
-    "(4,3,2345,2456)->(1234,1345) f32 channels_last": lambda: _interp(
+    "(4,3,2345,2456)->(1234,1345) f32 channels_last": lambda: interp_row(
         (4, 3, 2345, 2456), torch.float32, CL, size=(1234, 1345)),
-    "FPN merge bf16 channels_last": lambda: _fpn_merge(torch.bfloat16, CL),
+    "FPN merge bf16 channels_last": lambda: fpn_merge_row(torch.bfloat16, CL),
 }
 
 

@@ -21,22 +21,7 @@ from unittest import mock
 
 import torch
 
-from perf.probes import kernel_time, probe_main
-
-
-def _interp(shape, dtype, memory_format, **kwargs):
-    import torch.nn.functional as F
-
-    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
-    return (x,), lambda x: F.interpolate(x, mode="nearest", **kwargs)
-
-
-def _fpn_merge(memory_format):
-    import torch.nn.functional as F
-
-    top = torch.randn(8, 256, 128, 128, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
-    lateral = torch.randn(8, 256, 256, 256, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
-    return (top, lateral), lambda t, lat: lat + F.interpolate(t, scale_factor=2, mode="nearest")
+from perf.probes import fpn_merge_row, interp_row, kernel_time, probe_main
 
 
 def _unet_skip(memory_format):
@@ -51,17 +36,17 @@ CL, CONTIGUOUS = torch.channels_last, torch.contiguous_format
 UP = ((4, 3, 1234, 1345), (2345, 2456))
 DOWN = ((4, 3, 2345, 2456), (1234, 1345))
 ROWS = {
-    "(8,64,200,200) x1.5 f16": lambda: _interp((8, 64, 200, 200), torch.float16, CONTIGUOUS, scale_factor=1.5),
-    "(8,64,200,200) x1.5 f16 channels_last": lambda: _interp((8, 64, 200, 200), torch.float16, CL, scale_factor=1.5),
-    "(4,3,1234,1345)->(2345,2456) bf16": lambda: _interp(UP[0], torch.bfloat16, CONTIGUOUS, size=UP[1]),
-    "(4,3,1234,1345)->(2345,2456) bf16 channels_last": lambda: _interp(UP[0], torch.bfloat16, CL, size=UP[1]),
-    "(4,3,1234,1345)->(2345,2456) f32": lambda: _interp(UP[0], torch.float32, CONTIGUOUS, size=UP[1]),
-    "(4,3,2345,2456)->(1234,1345) f32": lambda: _interp(DOWN[0], torch.float32, CONTIGUOUS, size=DOWN[1]),
-    "(4,3,2345,2456)->(1234,1345) f32 channels_last": lambda: _interp(DOWN[0], torch.float32, CL, size=DOWN[1]),
-    "(2,32,64,64,64) x1.5 bf16": lambda: _interp((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
-    "(8,256,128,128) x2 bf16": lambda: _interp((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, scale_factor=2.0),
-    "(8,256,128,128) x2 bf16 channels_last": lambda: _interp((8, 256, 128, 128), torch.bfloat16, CL, scale_factor=2.0),
-    "FPN merge bf16": lambda: _fpn_merge(CONTIGUOUS),
+    "(8,64,200,200) x1.5 f16": lambda: interp_row((8, 64, 200, 200), torch.float16, CONTIGUOUS, scale_factor=1.5),
+    "(8,64,200,200) x1.5 f16 channels_last": lambda: interp_row((8, 64, 200, 200), torch.float16, CL, scale_factor=1.5),
+    "(4,3,1234,1345)->(2345,2456) bf16": lambda: interp_row(UP[0], torch.bfloat16, CONTIGUOUS, size=UP[1]),
+    "(4,3,1234,1345)->(2345,2456) bf16 channels_last": lambda: interp_row(UP[0], torch.bfloat16, CL, size=UP[1]),
+    "(4,3,1234,1345)->(2345,2456) f32": lambda: interp_row(UP[0], torch.float32, CONTIGUOUS, size=UP[1]),
+    "(4,3,2345,2456)->(1234,1345) f32": lambda: interp_row(DOWN[0], torch.float32, CONTIGUOUS, size=DOWN[1]),
+    "(4,3,2345,2456)->(1234,1345) f32 channels_last": lambda: interp_row(DOWN[0], torch.float32, CL, size=DOWN[1]),
+    "(2,32,64,64,64) x1.5 bf16": lambda: interp_row((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, scale_factor=1.5),
+    "(8,256,128,128) x2 bf16": lambda: interp_row((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, scale_factor=2.0),
+    "(8,256,128,128) x2 bf16 channels_last": lambda: interp_row((8, 256, 128, 128), torch.bfloat16, CL, scale_factor=2.0),
+    "FPN merge bf16": lambda: fpn_merge_row(torch.bfloat16, CONTIGUOUS),
     "UNet skip cat bf16": lambda: _unet_skip(CONTIGUOUS),
 }
 WAYS = ("dynamic", "variants", "static")
