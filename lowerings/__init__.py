@@ -6,7 +6,7 @@ every nearest upsample reaching Inductor is lowered from our aten graph, adds th
 the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
 tables (``index_tables``), three code generation facts (``divisibility``,
 ``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
-kernels (``size_variants``) and the vector loads and stores of the package's CPU gathers
+kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``) and the vector loads and stores of the package's CPU gathers
 (``cpu_gathers``). It returns a callable that restores Inductor's stock
 state exactly.
 """
@@ -86,6 +86,9 @@ def codegen_hooks() -> dict[str, object]:
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
         "SIMDScheduling.get_tiling_and_scores": simd.SIMDScheduling.__dict__.get("get_tiling_and_scores"),
+        "SIMDScheduling.codegen_node_schedule_with_kernel": simd.SIMDScheduling.__dict__.get(
+            "codegen_node_schedule_with_kernel"
+        ),
         "TritonKernel.inductor_meta_common": triton.TritonKernel.__dict__.get("inductor_meta_common"),
         "CachingAutotuner.precompile": triton_heuristics.CachingAutotuner.__dict__.get("precompile"),
     }

@@ -205,15 +205,19 @@ def symbolic_size_args(args, signature: dict[str, str]) -> list[str]:
 @classmethod
 def inductor_meta_common(cls) -> dict:
     """Inductor's kernel metadata; a kernel with ``i32`` symbolic size arguments names them
-    (``lowerings.size_variants``)."""
+    (``lowerings.size_variants``), with its flat form where it has one (``lowerings.flat_sources``)."""
     from torch._inductor.virtualized import V
 
+    from .flat_sources import FLAT
     from .size_variants import SIZE_ARGS
 
     meta = _stock["inductor_meta_common"](cls)
     names = getattr(V.kernel, "_decomps_size_args", None)
     if names:
         meta[SIZE_ARGS] = list(names)
+        flat = getattr(V.kernel, "_decomps_flat", None)
+        if flat:
+            meta[FLAT] = flat
     return meta
 
 

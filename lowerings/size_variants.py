@@ -12,8 +12,11 @@ variant compiled with the values of those arguments as constants when that tuple
 been launched ``SPECIALIZE_AT`` times, for at most ``MAX_VARIANTS`` tuples; other sizes run the
 dynamic kernel. A variant is the same source with the same launch configuration (the dynamic
 kernel's autotuned one), so its results are bit-identical; its sizes fit the 32-bit arguments
-they replace, so no expression changes type. Nothing is compiled while a CUDA graph is being
-captured. Graphs do not recompile: the choice is made per launch, from the arguments.
+they replace, so no expression changes type. A kernel tiled for runtime sizes also carries its
+flat form (``flat_sources``): its variant compiles that with the same constants too, times both
+on the launch's arguments and keeps the faster (a pointwise kernel's values do not depend on
+its tiling). Nothing is compiled while a CUDA graph is being captured. Graphs do not recompile:
+the choice is made per launch, from the arguments.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import re
 import threading
 from collections.abc import Callable
 
+from . import flat_sources
 from ._undo import replace_attribute
+from .flat_sources import FLAT
 
 log = logging.getLogger(__name__)
 
@@ -57,29 +62,34 @@ def _constant_meta(triton_meta: dict, values: dict[str, int]) -> dict:
     return meta
 
 
-def compile_variant(tuner, values: dict[str, int]):
-    """A stock ``CachingAutotuner`` for ``tuner``'s kernel with ``values`` as constants and
-    ``tuner``'s chosen configuration, compiled in this process; None where the kernel's
-    function is not at hand."""
+def _constant_copy(tuner, fn, values: dict[str, int], configs: list):
+    """A stock ``CachingAutotuner`` of ``tuner``'s kernel ``fn`` with ``values`` as constants and
+    ``configs``, compiled in this process; ``tuner`` itself stays as it was."""
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
+    variant = object.__new__(CachingAutotuner)  # copy.copy pickles, which a loaded kernel refuses
+    variant.__dict__.update({k: v for k, v in vars(tuner).items() if k != "_decomps_sizes"})
+    variant.fn = fn
+    variant.triton_meta = _constant_meta(tuner.triton_meta, values)
+    variant.inductor_meta = {k: v for k, v in tuner.inductor_meta.items() if k not in (SIZE_ARGS, FLAT)}
+    variant.configs = configs
+    variant.compile_results = []
+    variant.launchers = []
+    variant.lock = threading.Lock()
+    variant.precompile()
+    return variant
+
+
+def compile_variant(tuner, values: dict[str, int]):
+    """``tuner``'s kernel with ``values`` as constants and ``tuner``'s chosen configuration;
+    None where the kernel's function is not at hand."""
     fn = tuner.fn
     if getattr(fn, "fn", None) is None:  # compiled in a worker: the parent reloads it
         reload = getattr(tuner, "_reload_kernel", None)
         if reload is None:
             return None
         fn = reload().fn
-    variant = object.__new__(CachingAutotuner)  # copy.copy pickles, which a loaded kernel refuses
-    variant.__dict__.update({k: v for k, v in vars(tuner).items() if k != "_decomps_sizes"})
-    variant.fn = fn
-    variant.triton_meta = _constant_meta(tuner.triton_meta, values)
-    variant.inductor_meta = {k: v for k, v in tuner.inductor_meta.items() if k != SIZE_ARGS}
-    variant.configs = [tuner.launchers[0].config]
-    variant.compile_results = []
-    variant.launchers = []
-    variant.lock = threading.Lock()
-    variant.precompile()
-    return variant
+    return _constant_copy(tuner, fn, values, [tuner.launchers[0].config])
 
 
 def _capturing() -> bool:
@@ -88,20 +98,94 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+class FlatLaunch:
+    """A size variant's flat form (``lowerings.flat_sources``), launched with the tiled kernel's
+    arguments: its own, in its signature's order, taken from those by ``FLAT``'s map."""
+
+    def __init__(self, tiled_signature: dict[str, str], flat: dict) -> None:
+        launched = [name for name, t in tiled_signature.items() if t != "constexpr"]
+        position = {name: i for i, name in enumerate(launched)}
+        sources = {**flat["pointers"], **flat["sizes"]}
+        self.takes = [
+            (position[sources[name]],) if name in sources else tuple(position[n] for n in flat["numels"][name])
+            for name in flat["arguments"]
+        ]
+        self.kernel = None
+
+    def arguments(self, args) -> list:
+        """The flat kernel's launch arguments; a product for its element count."""
+        values = []
+        for take in self.takes:
+            value = args[take[0]]
+            for i in take[1:]:
+                value = value * args[i]
+            values.append(value)
+        return values
+
+    def run(self, *args, stream, **kwargs):
+        return self.kernel.run(*self.arguments(args), stream=stream, **kwargs)
+
+
+def unmasked(source: str, numel: int, configs) -> str:
+    """``source`` with a constant mask of its elements where ``numel`` fills every block of every
+    configuration in ``configs``, as Inductor writes a kernel whose element count it knows to be
+    a multiple of its largest block (``create_constant_mask``)."""
+    blocks = [config.kwargs.get("XBLOCK") for config in configs]
+    if not blocks or not all(blocks) or any(numel % block for block in blocks):
+        return source
+    return source.replace("    xmask = xindex < xnumel\n", "    xmask = tl.full([XBLOCK], True, tl.int1)\n")
+
+
+def compile_flat(tuner, launch: FlatLaunch, args) -> FlatLaunch:
+    """``launch`` with its kernel: ``tuner``'s flat form with the sizes of ``args`` (the tiled
+    kernel's launch) as constants and the flat kernel's own configurations (autotuned at its
+    first launch)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    flat = tuner.inductor_meta[FLAT]
+    name = f"{tuner.fn.__name__}_flat"
+    # each source is loaded once per process (modules are cached by source); a variant is a copy
+    source = flat_sources.unpack(flat["source"]).replace(flat_sources.NAME, name)
+    loaded = getattr(PyCodeCache.load(source), name)
+    values = dict(zip(flat["arguments"], launch.arguments(args)))
+    if "xnumel" in values:
+        loaded = getattr(PyCodeCache.load(unmasked(source, int(values["xnumel"]), loaded.configs)), name)
+    sizes = constant_names([*flat["sizes"], *flat["numels"]], loaded.fn.src)
+    launch.kernel = _constant_copy(loaded, loaded.fn, {n: int(values[n]) for n in sizes}, loaded.configs)
+    return launch
+
+
+def _faster(launches: list, args, stream):
+    """The launch of ``launches`` that takes the least GPU time with ``args``."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    for launch in launches:  # compiles and autotunes outside the timing
+        launch.run(*args, stream=stream)
+    times = [benchmarker.benchmark_gpu(lambda run=launch.run: run(*args, stream=stream)) for launch in launches]
+    return launches[times.index(min(times))]
+
+
 class _Sizes:
     """A kernel's size arguments, its variants and the counts of the tuples not yet compiled."""
 
     def __init__(self, tuner) -> None:
-        order = list(tuner.triton_meta["signature"])
+        signature = tuner.triton_meta["signature"]
+        order = list(signature)
         # a launch passes every argument but the constexprs, in signature order
-        self.arguments = sum(t != "constexpr" for t in tuner.triton_meta["signature"].values())
-        self.names = constant_names(tuner.inductor_meta[SIZE_ARGS], tuner.fn.src)
-        self.positions = tuple(order.index(name) for name in self.names)
+        self.arguments = sum(t != "constexpr" for t in signature.values())
+        self.keys = tuple(tuner.inductor_meta[SIZE_ARGS])
+        self.positions = tuple(order.index(name) for name in self.keys)
+        self.names = constant_names(self.keys, tuner.fn.src)
+        flat = tuner.inductor_meta.get(FLAT)
+        # the flat form is timed against the tiled variant by launching both again, and its
+        # constants are the sizes of the key
+        mutates = tuner.inductor_meta.get("mutated_arg_names")
+        self.flat = flat if flat and not mutates and set(flat["sizes"].values()) <= set(self.keys) else None
         self.variants: dict[tuple, object] = {}
         self.counts: dict[tuple, int] = {}
-        self.off = not self.names
+        self.off = not self.names and not self.flat
 
-    def seen(self, tuner, key: tuple) -> None:
+    def seen(self, tuner, key: tuple, args, stream) -> None:
         if self.off or len(self.variants) >= MAX_VARIANTS or len(tuner.launchers) != 1:
             return
         if len(self.counts) >= MAX_COUNTED:
@@ -110,15 +194,23 @@ class _Sizes:
         if count < SPECIALIZE_AT or _capturing():
             return
         del self.counts[key]
+        values = dict(zip(self.keys, key))
         try:
-            variant = compile_variant(tuner, dict(zip(self.names, key)))
+            variant = compile_variant(tuner, {name: values[name] for name in self.names})
         except Exception:  # the dynamic kernel still serves every size
             log.warning("no size variants of %s", tuner.fn.__name__, exc_info=True)
             variant = None
         if variant is None:
             self.off = True
-        else:
-            self.variants[key] = variant
+            return
+        if self.flat:
+            try:
+                launch = FlatLaunch(tuner.triton_meta["signature"], self.flat)
+                variant = _faster([variant, compile_flat(tuner, launch, args)], args, stream)
+            except Exception:  # the tiled variant serves this tuple
+                log.warning("no flat variant of %s", tuner.fn.__name__, exc_info=True)
+                self.flat = None
+        self.variants[key] = variant
 
 
 _stock: dict[str, Callable] = {}
@@ -142,7 +234,7 @@ def _variant_class(base: type) -> type:
             if variant is not None:
                 return variant.run(*args, stream=stream, **kwargs)
             result = base.run(self, *args, stream=stream, **kwargs)
-            sizes.seen(self, key)
+            sizes.seen(self, key, args, stream)
             return result
 
         def __reduce_ex__(self, protocol):
@@ -215,4 +307,12 @@ def install() -> Callable[[], None]:
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     _stock["precompile"] = CachingAutotuner.precompile
-    return replace_attribute(CachingAutotuner, "precompile", precompile)
+    undo = [replace_attribute(CachingAutotuner, "precompile", precompile)]
+    if not flat_sources.missing_hooks():
+        undo.append(flat_sources.install())
+
+    def uninstall() -> None:
+        for step in reversed(undo):
+            step()
+
+    return uninstall

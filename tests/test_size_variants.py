@@ -60,12 +60,12 @@ def test_variant_after_specialize_at_launches(monkeypatch):
     monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: compiled.append(values) or object())
     tuner = _tuner()
     sizes = size_variants._Sizes(tuner)
-    assert sizes.names == ("ks0", "xnumel") and sizes.positions == (2, 4)
+    assert sizes.names == ("ks0", "xnumel") and sizes.positions == (2, 3, 4)  # keyed by every size
     for _ in range(size_variants.SPECIALIZE_AT - 1):
-        sizes.seen(tuner, (48, 4096))
+        sizes.seen(tuner, (48, 7, 4096), (), 0)
     assert compiled == [] and not sizes.variants
-    sizes.seen(tuner, (48, 4096))
-    assert compiled == [{"ks0": 48, "xnumel": 4096}] and list(sizes.variants) == [(48, 4096)]
+    sizes.seen(tuner, (48, 7, 4096), (), 0)
+    assert compiled == [{"ks0": 48, "xnumel": 4096}] and list(sizes.variants) == [(48, 7, 4096)]
 
 
 def test_at_most_max_variants(monkeypatch):
@@ -74,8 +74,8 @@ def test_at_most_max_variants(monkeypatch):
     sizes = size_variants._Sizes(tuner)
     for n in range(size_variants.MAX_VARIANTS + 3):
         for _ in range(size_variants.SPECIALIZE_AT):
-            sizes.seen(tuner, (n, 4096))
-    assert list(sizes.variants) == [(n, 4096) for n in range(size_variants.MAX_VARIANTS)]
+            sizes.seen(tuner, (n, 7, 4096), (), 0)
+    assert list(sizes.variants) == [(n, 7, 4096) for n in range(size_variants.MAX_VARIANTS)]
 
 
 def test_no_variant_before_autotuning_or_while_capturing(monkeypatch):
@@ -83,13 +83,13 @@ def test_no_variant_before_autotuning_or_while_capturing(monkeypatch):
     untuned = _tuner(launchers=3)
     sizes = size_variants._Sizes(untuned)
     for _ in range(size_variants.SPECIALIZE_AT):
-        sizes.seen(untuned, (1, 2))
+        sizes.seen(untuned, (1, 2, 3), (), 0)
     assert not sizes.variants
     monkeypatch.setattr(size_variants, "_capturing", lambda: True)
     tuner = _tuner()
     sizes = size_variants._Sizes(tuner)
     for _ in range(size_variants.SPECIALIZE_AT + 2):
-        sizes.seen(tuner, (1, 2))
+        sizes.seen(tuner, (1, 2, 3), (), 0)
     assert not sizes.variants
 
 
@@ -105,7 +105,7 @@ def test_a_failed_variant_turns_the_kernel_off(monkeypatch):
     sizes = size_variants._Sizes(tuner)
     for n in range(3):
         for _ in range(size_variants.SPECIALIZE_AT):
-            sizes.seen(tuner, (n, 4096))
+            sizes.seen(tuner, (n, 7, 4096), (), 0)
     assert len(calls) == 1 and not sizes.variants
     assert size_variants._Sizes(_tuner(names=("ks1",))).off  # nothing to specialize
 
@@ -131,6 +131,82 @@ def test_run_launches_the_variant_of_its_sizes(monkeypatch):
     kinds = [kind for kind, _ in launched]
     assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["variant", "dynamic", "dynamic"]
     assert all(a == args for _, a in launched[:-2])
+
+
+TILED = {"in_ptr0": "*fp16", "out_ptr0": "*fp16", "ks0": "i32", "ks1": "i32", "ks2": "i32", "ynumel": "i32",
+         "xnumel": "i32", "YBLOCK": "constexpr", "XBLOCK": "constexpr"}
+FLAT = {"source": "", "arguments": ["in_ptr0", "out_ptr0", "ks0", "ks1", "xnumel"],
+        "pointers": {"in_ptr0": "in_ptr0", "out_ptr0": "out_ptr0"}, "sizes": {"ks0": "ks2", "ks1": "ks0"},
+        "numels": {"xnumel": ["ynumel", "xnumel"]}}
+
+
+def test_flat_launch_arguments():
+    launch = size_variants.FlatLaunch(TILED, FLAT)
+    # buffers and sizes by the tiled kernel's names, the element count a product of its ranges
+    assert launch.arguments(("in", "out", 5, 6, 7, 30, 40)) == ["in", "out", 7, 5, 1200]
+    launch.kernel = types.SimpleNamespace(run=lambda *args, stream: (args, stream))
+    assert launch.run("in", "out", 5, 6, 7, 30, 40, stream=3) == (("in", "out", 7, 5, 1200), 3)
+
+
+def _tiled_tuner(mutated=()):
+    return types.SimpleNamespace(
+        inductor_meta={size_variants.SIZE_ARGS: ["ks0", "ks1", "ks2", "ynumel", "xnumel"], size_variants.FLAT: FLAT,
+                       "mutated_arg_names": list(mutated)},
+        triton_meta={"signature": TILED}, fn=types.SimpleNamespace(src="", __name__="k"), launchers=[object()])
+
+
+def test_a_variant_keeps_the_faster_of_its_tiled_and_flat_forms(monkeypatch):
+    timed = []
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: "tiled")
+    monkeypatch.setattr(size_variants, "compile_flat", lambda t, launch, args: ("flat", launch.arguments(args)))
+    monkeypatch.setattr(size_variants, "_faster", lambda launches, args, stream: timed.append(launches) or launches[1])
+    tuner = _tiled_tuner()
+    sizes = size_variants._Sizes(tuner)
+    args = ("in", "out", 5, 6, 7, 30, 40)
+    for _ in range(size_variants.SPECIALIZE_AT):
+        sizes.seen(tuner, (5, 6, 7, 30, 40), args, 0)
+    assert timed == [["tiled", ("flat", ["in", "out", 7, 5, 1200])]]
+    assert sizes.variants == {(5, 6, 7, 30, 40): ("flat", ["in", "out", 7, 5, 1200])}
+
+
+def test_no_flat_form_for_mutating_kernels_or_after_a_failure(monkeypatch):
+    assert size_variants._Sizes(_tiled_tuner(mutated=["in_out_ptr0"])).flat is None
+    unkeyed = _tiled_tuner()
+    unkeyed.inductor_meta[size_variants.SIZE_ARGS].remove("ks2")  # a size of the flat form
+    assert size_variants._Sizes(unkeyed).flat is None
+
+    def fail(tuner, launch, args):
+        raise RuntimeError("triton")
+
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: "tiled")
+    monkeypatch.setattr(size_variants, "compile_flat", fail)
+    tuner = _tiled_tuner()
+    sizes = size_variants._Sizes(tuner)
+    for _ in range(size_variants.SPECIALIZE_AT):
+        sizes.seen(tuner, (5, 6, 7, 30, 40), ("in", "out", 5, 6, 7, 30, 40), 0)
+    assert sizes.variants == {(5, 6, 7, 30, 40): "tiled"} and sizes.flat is None
+
+
+def test_constant_copies_leave_the_kernel_as_it_was(monkeypatch):
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    monkeypatch.setattr(CachingAutotuner, "precompile", lambda self: None)
+    meta = {"signature": SIGNATURE, "configs": [{}]}
+    kernel = types.SimpleNamespace(triton_meta=meta, inductor_meta={size_variants.SIZE_ARGS: ["ks0"]}, configs=["a", "b"])
+    first = size_variants._constant_copy(kernel, "fn", {"ks0": 48}, kernel.configs)
+    second = size_variants._constant_copy(kernel, "fn", {"ks0": 50}, kernel.configs)
+    assert first.triton_meta["constants"] == {"ks0": 48} and second.triton_meta["constants"] == {"ks0": 50}
+    assert kernel.triton_meta is meta and "constants" not in meta and kernel.inductor_meta[size_variants.SIZE_ARGS]
+    assert first.inductor_meta == second.inductor_meta == {} and first.configs == ["a", "b"]
+
+
+def test_unmasked_where_the_element_count_fills_every_block():
+    source = "def k(in_ptr0, xnumel, XBLOCK : tl.constexpr):\n    xmask = xindex < xnumel\n    tl.store(p, v, xmask)\n"
+    configs = [types.SimpleNamespace(kwargs={"XBLOCK": 1024}), types.SimpleNamespace(kwargs={"XBLOCK": 512})]
+    constant = "    xmask = tl.full([XBLOCK], True, tl.int1)\n"
+    assert size_variants.unmasked(source, 3 * 1024, configs) == source.replace("    xmask = xindex < xnumel\n", constant)
+    assert size_variants.unmasked(source, 3 * 512, configs) == source  # a 1024 block would run past
+    assert size_variants.unmasked(source, 3 * 1024, [types.SimpleNamespace(kwargs={})]) == source
 
 
 def test_checked_torch_versions_only(monkeypatch):

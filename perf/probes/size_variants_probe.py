@@ -7,7 +7,8 @@ Per row, ``torch.compile`` three ways: ``dynamic`` (``dynamic=True``, variants o
 ``variants`` (``dynamic=True``, as installed) and ``static`` (``dynamic=False``). Per way,
 after three warm-up calls: the forward's and the training step's GPU kernels per call
 (profiler, us), the forward call and the step timed back to back (``torch.utils.benchmark``,
-median, us), and the number of variants compiled. Every result is checked against eager
+median, us), the number of variants compiled and how many of them launch their flat form
+(``lowerings.flat_sources``). Every result is checked against eager
 (forward ``torch.equal``, gradients against float64 eager within the dtype's tolerance).
 Writes ``OUT_DIR/size_variants_probe.json``.
 """
@@ -78,17 +79,24 @@ def probe_row(make) -> dict:
     reference = torch.autograd.grad(f(*doubles), doubles, g.double())
     row = {"eager forward": kernel_time(lambda: f(*args)),
            "eager step": kernel_time(lambda: torch.autograd.grad(f(*leaves), leaves, g))}
-    compiles = []
-    stock_compile = size_variants.compile_variant
+    compiles, flats = [], []
+    stock_compile, stock_faster = size_variants.compile_variant, size_variants._faster
 
     def counted(tuner, values):
         compiles.append(values)
         return stock_compile(tuner, values)
 
+    def faster(launches, args, stream):
+        chosen = stock_faster(launches, args, stream)
+        flats.append(chosen is not launches[0])
+        return chosen
+
     for way in WAYS:
         torch._dynamo.reset()
         compiles.clear()
-        with _way(way), mock.patch.object(size_variants, "compile_variant", counted):
+        flats.clear()
+        with _way(way), mock.patch.object(size_variants, "compile_variant", counted), \
+                mock.patch.object(size_variants, "_faster", faster):
             compiled = torch.compile(f, dynamic=way != "static")
             forward = lambda: compiled(*args)  # noqa: E731
             step = lambda: torch.autograd.grad(compiled(*leaves), leaves, g)  # noqa: E731
@@ -104,6 +112,7 @@ def probe_row(make) -> dict:
             row[f"{way} forward call"] = _call_time(forward)
             row[f"{way} step call"] = _call_time(step)
             row[f"{way} variants"] = len(compiles)
+            row[f"{way} flat variants"] = sum(flats)
     return row
 
 
