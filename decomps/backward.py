@@ -95,7 +95,8 @@ MAX_PERIOD_SUMS = 8
 PERIOD_MIN_RANK = {"cpu": 1, "cuda": 2}
 
 
-# Device types whose outer dims with symbolic sizes sum their periods too, up to this rank, where
+# Device types whose outer dims with symbolic sizes (not constants at launch: no size variants) sum
+# their periods too, up to this rank, where
 # every dim inside them gathers no index; the alternative is ATen's kernel
 # (kernel_choice.aten_backward). On an H200, backward kernels per call with dynamic shapes (us,
 # sums of periods / ATen's; perf/probes/gather_backward_probe.py, 2026-11-23): x1.5 f16
@@ -104,9 +105,9 @@ OUTER_PERIOD_DEVICES = ("cuda",)
 OUTER_PERIOD_MAX_RANK = 2
 
 
-def _outer_period_applies(grad_output: Tensor, static: bool) -> bool:
+def _outer_period_applies(grad_output: Tensor, constant: bool) -> bool:
     rank = grad_output.dim() - 2
-    return not static and grad_output.device.type in OUTER_PERIOD_DEVICES and rank <= OUTER_PERIOD_MAX_RANK
+    return not constant and grad_output.device.type in OUTER_PERIOD_DEVICES and rank <= OUTER_PERIOD_MAX_RANK
 
 
 def _sum_periods(g: Tensor, period: short_periods.Period, dim: int) -> Tensor:
@@ -281,22 +282,24 @@ def upsample_nearest_backward(
     patterns = [_dim_pattern(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)]
 
     static = [size_conditions.is_static(i, o) for i, o in zip(isizes, output_size)]
+    # sizes the kernels see as constants: static ones, and symbolic ones under size variants
+    constant = [True] * n if kernel_choice.sizes_at_launch(grad_output, math.prod(input_size)) else static
     periods = {}  # spatial dim -> its Period, innermost first
     sliceable = n >= PERIOD_MIN_RANK.get(grad_output.device.type, math.inf)
     sliceable = sliceable and memory_format == torch.contiguous_format
     for d in reversed(range(n) if sliceable else ()):
-        if patterns[d] is None and (d == n - 1 or _outer_period_applies(grad_output, static[d])):
+        if patterns[d] is None and (d == n - 1 or _outer_period_applies(grad_output, constant[d])):
             period = short_periods.window_period(isizes[d], output_size[d], scales[d], rule, MAX_PERIOD_SUMS)
             if period is not None:
                 periods[d] = period
                 patterns[d] = Pattern("identity")  # after the sums: equal sizes, unit windows
         if patterns[d] is None:
             break  # outer dims gather whole rows
-    if not periods and identity_if is None and kernel_choice.plain_store(grad_output, patterns, static) and all(
+    if not periods and identity_if is None and kernel_choice.plain_store(grad_output, patterns, constant) and all(
         backward_windows.injective_windows(i, o, s, rule) for i, o, s in zip(isizes, output_size, scales)
     ):
         return _store_to_owners(grad_output, input_size, output_size, scales, rule, memory_format)
-    if kernel_choice.aten_backward(grad_output, patterns, static):
+    if kernel_choice.aten_backward(grad_output, patterns, constant):
         return aten_kernels.upsample_nearest_backward(grad_output, output_size, input_size, scales, exact)
     if not periods and kernel_choice.repeat_op(grad_output, patterns):
         rows, factors, back = repeats.channels_last_rows(grad_output, index_patterns.repeat_factors(patterns))

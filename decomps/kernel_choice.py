@@ -9,7 +9,8 @@ Inductor's C++ backend loads a gather along the innermost dim element by element
 buffer of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there
 (docs/findings.md, finding 3), and eager's backward beats the generated window gather wherever an
 outer dim gathers. On CUDA the generated window gather divides by runtime sizes where they are
-symbolic, and eager's contiguous backward kernel is the faster one there (finding 2). Every
+symbolic, and eager's contiguous backward kernel is the faster one there (finding 2), unless the
+kernels launch size variants (``sizes_at_launch``), whose sizes are constants. Every
 index-free path (views, strided slices, short periods), contiguous uint8 (eager's uint8 forward
 kernel is the slower one) and other devices keep the generated code. Channels-last gathers of
 few channels depend on the backend's vector width (``lowerings.cpu_vectors``): rows of
@@ -28,7 +29,7 @@ import torch
 from torch import Tensor
 from torch._prims_common import suggest_memory_format
 
-from lowerings import cpu_gathers, cpu_vectors
+from lowerings import cpu_gathers, cpu_vectors, size_variants
 
 from . import index_patterns, size_conditions
 from .eager_rules import KernelChoice, Rule
@@ -65,6 +66,10 @@ PLAIN_STORE_LAYOUTS = {"cpu": (torch.contiguous_format,), "cuda": None}
 PLAIN_STORE_STATIC_DEVICES = ("cpu",)
 # Device types whose plain stores read their input indices from a table.
 OWNER_TABLE_DEVICES = ("cpu", "cuda")
+# Device types whose package kernels launch with each call's sizes as constants
+# (``lowerings.size_variants``) where Inductor indexes them in 32 bits.
+SIZE_VARIANT_DEVICES = ("cuda",)
+INT32_MAX = 2**31 - 1
 # Above this many taps per grad_input element, the backward sums in a reduction kernel
 # (backward.MAX_UNROLLED_TAPS): the repeat op's generated code unrolls them.
 MAX_REPEAT_TAPS = 16
@@ -98,18 +103,32 @@ def aten_forward(input: Tensor, patterns) -> bool:
     return input.dtype == torch.uint8 and not _wide_vectors() and _few_channels(input, patterns)
 
 
-def aten_backward(grad_output: Tensor, patterns, static) -> bool:
+def sizes_at_launch(tensor: Tensor, *numels) -> bool:
+    """Whether the package's kernels over ``tensor`` and buffers of ``numels`` elements see
+    symbolic sizes as constants: on a device of ``SIZE_VARIANT_DEVICES`` whose kernels will
+    launch size variants (``lowerings.size_variants.compiling_variants``), indexed in 32 bits (the
+    bound Inductor guards too, taken where the example sizes have it). There the choices made for
+    static sizes hold for symbolic ones: their kernels run as the static ones for the sizes a
+    call site launches most (docs/design.md, "Kernel choice"); a size past a kernel's
+    ``MAX_VARIANTS`` runs the kernel with runtime sizes."""
+    if not _eligible(tensor, SIZE_VARIANT_DEVICES, layouts=None) or not size_variants.compiling_variants():
+        return False
+    return all(size_conditions.holds_where_taken(n <= INT32_MAX) for n in (tensor.numel(), *numels))
+
+
+def aten_backward(grad_output: Tensor, patterns, constant) -> bool:
     """Whether the backward runs ATen's kernel: on CPU where some outer dim (any but the
     innermost) of a contiguous ``grad_output`` would gather windows, or any dim of a 4-d
     channels-last one (its fwd+bwd step 1.7-6.3x faster than with the generated gather, AVX2),
     or any dim of a channels_last_3d one would gather or sum a repeat's windows (the
     (2,32,64,64,64) f32 fwd+bwd steps, x2 / x1.5, AVX512, 1 thread: 1022 / 424 ms generated,
     449 / 280 with ATen's backward, eager 440 / 283); on CUDA where some dim would gather
-    windows over symbolic sizes (the generated gather divides by runtime sizes and masks its
-    window positions; with static sizes it beats eager's kernel).
+    windows over runtime sizes (the generated gather divides by them and masks its window
+    positions; with constant sizes it beats eager's kernel).
 
-    ``patterns``: per spatial dim, after the innermost dim's short period; ``static``: per
-    spatial dim, whether its input and output sizes are static.
+    ``patterns``: per spatial dim, after the innermost dim's short period; ``constant``: per
+    spatial dim, whether the kernels see its input and output sizes as constants (static, or
+    ``sizes_at_launch``).
     """
     if _eligible(grad_output, ATEN_KERNEL_DEVICES) and any(p is None for p in patterns[:-1]):
         return True
@@ -119,23 +138,24 @@ def aten_backward(grad_output: Tensor, patterns, static) -> bool:
         p is None or p.kind == "repeat" for p in patterns
     ):
         return True
-    symbolic_gather = any(p is None and not s for p, s in zip(patterns, static))
+    symbolic_gather = any(p is None and not c for p, c in zip(patterns, constant))
     layouts = ATEN_SYMBOLIC_BACKWARD_LAYOUTS
     return symbolic_gather and _eligible(grad_output, ATEN_SYMBOLIC_BACKWARD_DEVICES, layouts)
 
 
-def plain_store(grad_output: Tensor, patterns, static) -> bool:
+def plain_store(grad_output: Tensor, patterns, constant) -> bool:
     """Whether the backward may store each gradient element into its input
     (``backward._store_to_owners``) where every dim's windows hold at most one output: some dim
     gathers (``patterns``: None there; index-free downsampling stays a view), on a device and
-    layout of ``PLAIN_STORE_LAYOUTS``, and with symbolic sizes in a gathered dim (``static``:
-    per spatial dim) unless the device is one of ``PLAIN_STORE_STATIC_DEVICES``.
+    layout of ``PLAIN_STORE_LAYOUTS``, and with runtime sizes in a gathered dim (``constant``: per
+    spatial dim, as in ``aten_backward``) unless the device is one of
+    ``PLAIN_STORE_STATIC_DEVICES``.
 
     The store reads each gradient element once and writes zeros elsewhere; the gather reads a
     window per grad_input element (four times as many elements for a 2x downsample), and with
-    symbolic sizes divides by them (docs/findings.md, finding 2).
+    runtime sizes divides by them (docs/findings.md, finding 2).
     """
-    gathered = [s for p, s in zip(patterns, static) if p is None]
+    gathered = [c for p, c in zip(patterns, constant) if p is None]
     device = grad_output.device.type
     if not gathered or device not in PLAIN_STORE_LAYOUTS:
         return False

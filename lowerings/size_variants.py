@@ -214,6 +214,7 @@ class _Sizes:
 
 
 _stock: dict[str, Callable] = {}
+_installed: list[bool] = []  # one entry while installed
 _variant_classes: dict[type, type] = {}
 
 
@@ -301,6 +302,23 @@ def missing_hooks() -> list[str]:
     return missing
 
 
+def installed() -> bool:
+    """Whether the package's Triton kernels launch through their size variants in this process."""
+    return bool(_installed)
+
+
+def compiling_variants() -> bool:
+    """Whether the kernels of the graph being compiled will launch size variants: installed, and
+    launched by the Python wrapper outside CUDA graphs (a C++ wrapper launches kernels itself; a
+    graph captured under ``mode="reduce-overhead"`` replays the kernels of its capture, when no
+    variant compiles)."""
+    if not installed():
+        return False
+    from torch._inductor import config
+
+    return not config.cpp_wrapper and not config.triton.cudagraphs
+
+
 def install() -> Callable[[], None]:
     if missing_hooks():
         return lambda: None
@@ -310,6 +328,8 @@ def install() -> Callable[[], None]:
     undo = [replace_attribute(CachingAutotuner, "precompile", precompile)]
     if not flat_sources.missing_hooks():
         undo.append(flat_sources.install())
+    _installed.append(True)
+    undo.append(_installed.pop)
 
     def uninstall() -> None:
         for step in reversed(undo):

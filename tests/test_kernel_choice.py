@@ -17,7 +17,7 @@ from decomps import aten_kernels, kernel_choice
 from decomps import backward as backward_decompositions
 from decomps.eager_rules import KernelChoice, Rule
 from decomps.index_patterns import Pattern
-from lowerings import cpu_gathers
+from lowerings import cpu_gathers, size_variants
 from perf import cases as perf_cases
 from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
 
@@ -323,10 +323,11 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
 
 
 # The harness's CUDA rows (perf.cases, full matrix) whose backward gathers windows: (input
-# spatial size, output size). Contiguous, their backward takes ATen's kernel with dynamic shapes;
-# channels-last they keep generated code, as every other row (the integer factors, and 2d x1.5,
-# (200, 200) -> (300, 300), whose dims sum slices of their periods). The downsample
-# (2345, 2456) -> (1234, 1345) stores to each input instead, in both layouts.
+# spatial size, output size). Contiguous, their backward takes ATen's kernel with dynamic shapes
+# where the kernels see runtime sizes; channels-last they keep generated code, as every other row
+# (the integer factors, and 2d x1.5, (200, 200) -> (300, 300), whose dims sum slices of their
+# periods). The downsample (2345, 2456) -> (1234, 1345) stores to each input instead, in both
+# layouts. Where the kernels launch size variants every row keeps the generated gather.
 CUDA_WINDOW_GATHERS = {
     ((1234, 1345), (2345, 2456)),
     ((64, 64, 64), (96, 96, 96)),
@@ -334,9 +335,13 @@ CUDA_WINDOW_GATHERS = {
 CUDA_DOWNSAMPLES = {((2345, 2456), (1234, 1345))}
 
 
-def test_choice_for_the_harness_cuda_rows():
-    """CUDA's rule, traced on CPU: the CPU rule off, CUDA's on for CPU tensors."""
+@pytest.mark.parametrize("variants", [False, True])
+def test_choice_for_the_harness_cuda_rows(variants):
+    """CUDA's rule, traced on CPU: the CPU rule off, CUDA's on for CPU tensors; with and without
+    size variants (``kernel_choice.sizes_at_launch``)."""
     rules = [mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()),
+             mock.patch.object(kernel_choice, "SIZE_VARIANT_DEVICES", ("cpu",)),
+             mock.patch.object(size_variants, "compiling_variants", lambda: variants),
              mock.patch.object(kernel_choice, "ATEN_SYMBOLIC_BACKWARD_DEVICES", ("cpu",)),
              mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()),
              mock.patch.object(backward_decompositions, "OUTER_PERIOD_DEVICES", ("cpu",)),
@@ -353,7 +358,8 @@ def test_choice_for_the_harness_cuda_rows():
             key = (case.shape[2:], case.osize)
             seen.add(key)
             extern = key in CUDA_WINDOW_GATHERS and case.memory_format == perf_cases.CONTIGUOUS
-            assert _traced_choice(case) == (False, extern, key in CUDA_DOWNSAMPLES), case.name
+            stores = key in CUDA_DOWNSAMPLES
+            assert _traced_choice(case) == (False, extern and not variants, stores and not variants), case.name
     finally:
         for rule in reversed(rules):
             rule.stop()

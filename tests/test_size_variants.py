@@ -215,6 +215,31 @@ def test_checked_torch_versions_only(monkeypatch):
     assert size_variants.install()() is None  # nothing installed, nothing to undo
 
 
+def test_installed_until_uninstalled(monkeypatch):
+    # a second install over the package's own, undone before the package's state is touched
+    monkeypatch.setattr(size_variants, "_stock", {})
+    monkeypatch.setattr(size_variants, "_installed", [])
+    monkeypatch.setattr(size_variants, "missing_hooks", lambda: [])
+    monkeypatch.setattr(size_variants.flat_sources, "missing_hooks", lambda: ["not needed here"])
+    uninstall = size_variants.install()
+    assert size_variants.installed()
+    uninstall()
+    assert not size_variants.installed()
+
+
+def test_compiling_variants_where_the_python_wrapper_launches(monkeypatch):
+    from torch._inductor import config
+
+    monkeypatch.setattr(size_variants, "_installed", [True])
+    assert size_variants.compiling_variants()
+    with config.patch(cpp_wrapper=True):
+        assert not size_variants.compiling_variants()
+    with config.patch({"triton.cudagraphs": True}):  # mode="reduce-overhead"
+        assert not size_variants.compiling_variants()
+    monkeypatch.setattr(size_variants, "_installed", [])
+    assert not size_variants.compiling_variants()
+
+
 class Kernel:
     """Stands for ``CachingAutotuner``: its state pickles only without launchers."""
 
@@ -289,6 +314,26 @@ class TestSizeVariants(TestCase):
                     torch.testing.assert_close(grad.double(), reference, rtol=1e-5, atol=1e-5)
                     self.assertEqual(grad.stride(), x.stride())
         self.assertGreater(len(compiled), 0)
+
+    def test_window_gathers_choose_as_static_sizes_under_variants(self, device):
+        """A contiguous 2d backward that gathers windows runs the generated gather where its
+        kernels launch variants, and ATen's kernel under CUDA graphs (no variants there);
+        eager's float64 gradients either way."""
+        from torch._inductor.utils import run_and_get_code
+
+        f = lambda x: F.interpolate(x, size=(37, 45), mode="nearest")  # noqa: E731
+        leaf = torch.randn(2, 3, 20, 30, device=device, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(2, 3, 37, 45, device=device, dtype=torch.float64)
+        (expected,) = torch.autograd.grad(f(leaf), leaf, g)
+        for mode, aten_kernel in ((None, False), ("reduce-overhead", True)):
+            torch._dynamo.reset()
+            c = torch.compile(f, dynamic=True, mode=mode)
+            step = lambda: torch.autograd.grad(c(leaf), leaf, g)  # noqa: E731
+            (grad,), codes = run_and_get_code(step)
+            self.assertEqual("torch.ops.aten.upsample_nearest2d_backward.default(" in "\n".join(codes), aten_kernel)
+            for _ in range(size_variants.SPECIALIZE_AT + 1):
+                (grad,) = step()
+                torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-12)  # sums of 1-4 terms
 
     def tearDown(self):
         torch._dynamo.config.error_on_recompile = False

@@ -3,7 +3,9 @@ the rows that docs/findings.md, finding 1, leaves behind their static kernels.
 
 Usage (CUDA only): ``python -m perf.probes.size_variants_probe OUT_DIR [--rows REGEX]``
 
-Per row, ``torch.compile`` three ways: ``dynamic`` (``dynamic=True``, variants off),
+Per row, ``torch.compile`` four ways: ``dynamic`` (``dynamic=True``, variants off: what a size
+past a kernel's ``MAX_VARIANTS`` runs), ``symbolic choice`` (``dynamic=True``, variants on, the
+formulations chosen as for sizes unknown at launch: ``kernel_choice.sizes_at_launch`` off),
 ``variants`` (``dynamic=True``, as installed) and ``static`` (``dynamic=False``). Per way,
 after three warm-up calls: the forward's and the training step's GPU kernels per call
 (profiler, us), the forward call and the step timed back to back (``torch.utils.benchmark``,
@@ -50,15 +52,18 @@ ROWS = {
     "FPN merge bf16": lambda: fpn_merge_row(torch.bfloat16, CONTIGUOUS),
     "UNet skip cat bf16": lambda: _unet_skip(CONTIGUOUS),
 }
-WAYS = ("dynamic", "variants", "static")
+WAYS = ("dynamic", "symbolic choice", "variants", "static")
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
 
 
 def _way(name):
+    from decomps import kernel_choice
     from lowerings import size_variants
 
     if name == "dynamic":
         return mock.patch.object(size_variants, "MAX_VARIANTS", 0)
+    if name == "symbolic choice":
+        return mock.patch.object(kernel_choice, "sizes_at_launch", lambda *args: False)
     return contextlib.nullcontext()
 
 
