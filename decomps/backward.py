@@ -95,9 +95,8 @@ MAX_PERIOD_SUMS = 8
 PERIOD_MIN_RANK = {"cpu": 1, "cuda": 2}
 
 
-# Device types whose outer dims with symbolic sizes (not constants at launch: no size variants) sum
-# their periods too, up to this rank, where
-# every dim inside them gathers no index; the alternative is ATen's kernel
+# Device types whose outer dims with runtime sizes (symbolic, no size variants) sum their periods
+# too, up to this rank, where every dim inside them gathers no index; the alternative is ATen's kernel
 # (kernel_choice.aten_backward). On an H200, backward kernels per call with dynamic shapes (us,
 # sums of periods / ATen's; perf/probes/gather_backward_probe.py, 2026-11-23): x1.5 f16
 # (8, 64, 200, 200) 104.6 / 117.2; 3d x1.5 (2, 32, 64, 64, 64) f32 200.5 / 201.5, bf16 249.4 / 200.1.
@@ -322,6 +321,8 @@ def upsample_nearest_backward(
     else:
         moving = [d for d, p in enumerate(patterns) if p is None or p.kind != "identity"]
         args = (input_size, output_size, scales, rule, moving[0], moving[-1], identity_if)
+        # symbolic sizes, with or without size variants: over the view, with variants, the x1.5
+        # f16 step's kernels took 75.2 us, the static graph's 74.8 (docs/findings.md, finding 1)
         channels_last = memory_format == torch.channels_last and not all(static)
         if channels_last and g.device.type in CHANNELS_INNERMOST_DEVICES:
             summed = _gather_channels_innermost(g, *args)
