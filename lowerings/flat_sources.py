@@ -46,10 +46,12 @@ def unpack(packed: str) -> str:
 
 def _pointers(args) -> dict[str, str] | None:
     """A kernel's buffer arguments, buffer name -> argument name; None where it has in-place
-    or workspace arguments (a variant is timed by launching it again)."""
+    or workspace arguments (a variant is timed by launching it again). In-place buffers that
+    the kernel removed (a cat's, fused into its users) are none of its arguments."""
     from torch._inductor.codegen.common import RemovedArg
 
-    if args.inplace_buffers or args.workspace_args:
+    inplace = [b for b in args.inplace_buffers.values() if not isinstance(b, RemovedArg)]
+    if inplace or args.workspace_args:
         return None
     return {
         outer: inner
@@ -62,9 +64,28 @@ def _numels(kernel) -> list[str]:
     return [f"{tree.prefix}numel" for tree in kernel.active_range_trees()]
 
 
+def mutates_arguments(kernel) -> bool:
+    """Whether ``kernel`` mutates one of its buffer arguments: Inductor's ``mutated_arg_names``
+    (``TritonKernel.codegen_kernel``), for which ``size_variants`` keeps the tiled form. A buffer
+    that the kernel's nodes mutate but that the kernel does not take (a cat fused into its
+    users, as the backward's sums of periods) is none of its arguments."""
+    from torch._inductor.codegen.common import RemovedArg
+    from torch._inductor.virtualized import V
+
+    args = kernel.args
+    removed = V.graph.removed_buffers | kernel.removed_buffers
+    return any(
+        name in args.input_buffers
+        or (name in args.inplace_buffers and name not in removed)
+        or (name in args.output_buffers and not isinstance(args.output_buffers[name], RemovedArg))
+        for name in kernel.mutations
+    )
+
+
 def has_flat_form(kernel) -> bool:
     """Whether ``kernel`` is a pointwise Triton kernel of package nodes, tiled with dynamic sizes,
-    whose size arguments ``package_kernels`` makes 32-bit (so it has size variants)."""
+    that mutates no argument and whose size arguments ``package_kernels`` makes 32-bit (so it has
+    size variants)."""
     from torch._inductor.codegen.triton import TritonKernel
 
     from .package_kernels import narrows_size_arguments
@@ -76,7 +97,7 @@ def has_flat_form(kernel) -> bool:
         and features.reduction_numel == 1
         and bool(sympy.sympify(features.numel).free_symbols)
         and sum(not tree.is_reduction for tree in kernel.range_trees) > 1
-        and not kernel.mutations
+        and not mutates_arguments(kernel)
         and narrows_size_arguments(kernel)
     )
 

@@ -23,6 +23,37 @@ def test_hooks_present():
     assert flat_sources.missing_hooks() == []
 
 
+def test_mutated_arguments_as_inductor_names_them():
+    """A mutated buffer is an argument's while the kernel takes it (loads it, stores it, or
+    both, in place), not once the kernel removed it or never took it; removed in-place buffers
+    are no arguments of a flat form either."""
+    from types import SimpleNamespace
+
+    from torch._inductor.codegen.common import REMOVED, InplacedBuffer
+    from torch._inductor.virtualized import V
+
+    def kernel(mutations, inputs=(), outputs=None, inplace=None, removed=()):
+        args = SimpleNamespace(input_buffers=dict.fromkeys(inputs, "in_ptr0"), output_buffers=outputs or {},
+                               inplace_buffers=inplace or {}, workspace_args=[])
+        return SimpleNamespace(args=args, mutations=set(mutations), removed_buffers=set(removed))
+
+    graph = SimpleNamespace(removed_buffers={"buf9"})
+    inplaced = InplacedBuffer("in_out_ptr0", ["buf1", "buf2"])
+    with V.set_graph_handler(graph):
+        assert not flat_sources.mutates_arguments(kernel([]))
+        assert not flat_sources.mutates_arguments(kernel(["buf0"]))  # a fused cat's buffer
+        assert not flat_sources.mutates_arguments(kernel(["buf0"], outputs={"buf0": REMOVED}))
+        assert flat_sources.mutates_arguments(kernel(["buf0"], outputs={"buf0": "out_ptr0"}))
+        assert flat_sources.mutates_arguments(kernel(["buf0"], inputs=["buf0"]))
+        assert flat_sources.mutates_arguments(kernel(["buf1"], inplace={"buf1": inplaced}))
+        assert not flat_sources.mutates_arguments(kernel(["buf1"], inplace={"buf1": inplaced}, removed=["buf1"]))
+        assert not flat_sources.mutates_arguments(kernel(["buf9"], inplace={"buf9": inplaced}))
+    # the buffers a flat form is launched with: none while one is live in place
+    removed = kernel([], inputs=["arg0_1"], outputs={"buf1": REMOVED, "buf3": "out_ptr1"}, inplace={"buf0": REMOVED})
+    assert flat_sources._pointers(removed.args) == {"arg0_1": "in_ptr0", "buf3": "out_ptr1"}
+    assert flat_sources._pointers(kernel([], inplace={"buf1": inplaced}).args) is None
+
+
 class TestFlatSources(TestCase):
     """Compiled with ``dynamic=True`` on CUDA, where the size variants are installed."""
 
@@ -71,6 +102,47 @@ class TestFlatSources(TestCase):
         launched = flats[len(flats) // 2:]  # the second half picked the flat form: autotuned at launch
         self.assertTrue(all(len(launch.kernel.launchers) == 1 for launch in launched))
 
+
+    def test_backward_flat_form(self, device):
+        """The x1.5 backward's kernel, the innermost dim's sums of periods (a cat) fused into the
+        outer dim's window gather, carries its flat form too; either form of its variant gives
+        the dynamic kernel's gradient, within float16's tolerance of float64 eager."""
+        from unittest import mock
+
+        from torch._functorch import config as functorch_config
+        from torch._inductor import config as inductor_config
+        from torch._inductor.utils import run_and_get_code
+
+        flats = []
+        stock = size_variants.compile_flat
+
+        def counted(tuner, launch, args):
+            flats.append(stock(tuner, launch, args))
+            return flats[-1]
+
+        f = lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")  # noqa: E731
+        for pick in (0, 1):
+            torch._dynamo.reset()
+            c = torch.compile(f, dynamic=True)
+            # new sizes for each case: a loaded kernel keeps its variants
+            x = torch.randn(2, 3, 20, 30 + 2 * pick, device=device, dtype=torch.float16, requires_grad=True)
+            g = torch.randn(2, 3, 30, 45 + 3 * pick, device=device, dtype=torch.float16)
+            step = lambda: torch.autograd.grad(c(x), x, g)[0]  # noqa: E731
+            choose = lambda launches, args, stream: launches[pick]  # noqa: E731
+            with mock.patch.object(size_variants, "compile_flat", counted), \
+                    mock.patch.object(size_variants, "_faster", choose), \
+                    inductor_config.patch(fx_graph_cache=False), \
+                    functorch_config.patch(enable_autograd_cache=False):
+                dynamic, code = run_and_get_code(step)  # the first launch: the dynamic kernel
+                (backward,) = [source for source in code if "upsample_nearest2d_backward" in source]
+                self.assertIn(flat_sources.FLAT, backward)
+                for _ in range(size_variants.SPECIALIZE_AT):
+                    grad = step()
+            self.assertTrue(torch.equal(grad, dynamic))
+            x64 = x.detach().double().requires_grad_()
+            reference = torch.autograd.grad(f(x64), x64, g.double())[0]
+            self.assertEqual(grad.double(), reference, atol=5e-3, rtol=5e-3)
+        self.assertEqual(sum("backward" in launch.kernel.fn.__name__ for launch in flats), 2)
 
 
 instantiate_device_type_tests(TestFlatSources, globals(), only_for=("cuda",))
