@@ -43,6 +43,9 @@ class Workload:
     wrt: tuple[torch.Tensor, ...] = ()  # differentiate w.r.t. these; empty: forward only
     grad_outputs: tuple[torch.Tensor, ...] = ()
     check: str = "equal"  # "equal" | "allclose" | "relnorm"
+    # Its compiled graph calls extern kernels (convolutions) whose host cost is about eager's
+    # whole step: timed under mode="reduce-overhead" too, whatever its eager time.
+    host_heavy: bool = False
 
     def runner(self, forward: Callable) -> Callable:
         """The callable that is timed: ``forward`` alone, or forward + backward."""
@@ -162,7 +165,7 @@ def _neck_workload(case: Case, dtype, memory_format) -> Workload:
     with torch.no_grad():
         grad_outputs = tuple(torch.randn_like(y) for y in model(*features))
     wrt = (*model.parameters(), *features)
-    return Workload(model, features, wrt=wrt, grad_outputs=grad_outputs, check="relnorm")
+    return Workload(model, features, wrt=wrt, grad_outputs=grad_outputs, check="relnorm", host_heavy=True)
 
 
 BUILDERS = {"interp": _interp_workload, "fpn_merge": _fused_workload, "unet_skip": _fused_workload,
@@ -221,11 +224,12 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def wants_reduce_overhead(device: str, eager_seconds: float, host_bound_seconds: float = HOST_BOUND_SECONDS) -> bool:
+def wants_reduce_overhead(device: str, eager_seconds: float, host_bound_seconds: float = HOST_BOUND_SECONDS,
+                          host_heavy: bool = False) -> bool:
     """Whether a row also gets a ``mode="reduce-overhead"`` column: host-bound rows (eager below
-    ``host_bound_seconds``, see ``workload_host_bound_seconds``), CUDA only (CUDA graphs replay a
-    whole call without its host cost)."""
-    return device == "cuda" and eager_seconds < host_bound_seconds
+    ``host_bound_seconds``, see ``workload_host_bound_seconds``) and ``Workload.host_heavy`` ones,
+    CUDA only (CUDA graphs replay a whole call without its host cost)."""
+    return device == "cuda" and (host_heavy or eager_seconds < host_bound_seconds)
 
 
 def workload_host_bound_seconds(work: Workload, step_overhead_seconds: float | None) -> float:
@@ -250,8 +254,8 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     Each round times every column once (``blocked_autorange``), so that a slow spell of a noisy
     machine hits every column alike; the result keeps each column's lowest median. A host-bound
     row on CUDA (``wants_reduce_overhead``, decided on the first round's eager time against
-    ``workload_host_bound_seconds``) gets a ``mode="reduce-overhead"`` column, timed from the
-    first round on. ``step_overhead_seconds``: the run's empty compiled fwd+bwd step, if measured.
+    ``workload_host_bound_seconds``, or ``work.host_heavy``) gets a ``mode="reduce-overhead"``
+    column, timed from the first round on. ``step_overhead_seconds``: the run's empty compiled fwd+bwd step, if measured.
     """
     torch._dynamo.reset()
     eager = work.runner(work.forward)
@@ -284,7 +288,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     for i in range(repeat):
         for kind in list(columns):
             time_column(kind)
-        if i == 0 and wants_reduce_overhead(device, rounds["Eager"][0].median, host_bound_seconds):
+        if i == 0 and wants_reduce_overhead(device, rounds["Eager"][0].median, host_bound_seconds, work.host_heavy):
             columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, calls=3, mode="reduce-overhead")
             rounds[REDUCE_OVERHEAD] = []
             time_column(REDUCE_OVERHEAD)

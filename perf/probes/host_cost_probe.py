@@ -1,6 +1,6 @@
 """How much of a compiled training step is host time (docs/findings.md, finding 8).
 
-Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples] [--rounds N]``
+Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck] [--rounds N]``
 
 For fwd+bwd rows whose GPU kernels are shorter than the step, with ``dynamic=True``: each row's
 compiled step, the same graph at a tiny shape of the same layout (kernels of a few us, so its step
@@ -10,8 +10,12 @@ them); the CUDA kernels per step (profiler); and the Python
 function calls per step (``cProfile``, a count that does not depend on the host's load).
 ``--stock`` runs without the package (never imported in that process). ``--rows downsamples``
 times the batch-4 (4,3,2345,2456)->(1234,1345) training steps instead (the plain-store backward,
-docs/findings.md, finding 2), without tiny twins. Prints, and writes to
-``OUT_DIR/host_cost-<pr|stock>.txt``.
+docs/findings.md, finding 2), without tiny twins; ``--rows neck`` the harness's FPN neck bf16
+training step (``perf.bench.FPNNeck``, its CUDA levels) with ``dynamic=True`` and ``False``, the
+same at tiny levels (its step is host time), the dynamic one under ``mode="reduce-overhead"``, and
+for the two full-size compiled steps the functions with the most host time (``cProfile``, own
+time) and the CUDA runtime calls that wait, copy or allocate. Prints, and writes to
+``OUT_DIR/host_cost[-ROWS]-<pr|stock>.txt``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,58 @@ def _steps(shape, osize, dtype, channels_last, mode, literal):
     return (lambda: torch.autograd.grad(compiled(x, kwargs), x, g)), (lambda: torch.autograd.grad(forward(x, kwargs), x, g))
 
 
+NECK_LEVELS = ((8, 64, 200, 200), (8, 128, 100, 100), (8, 256, 50, 50), (8, 512, 25, 25))
+# the same graph with kernels of a few us: its step is host time only
+TINY_NECK_LEVELS = ((8, 64, 16, 16), (8, 128, 8, 8), (8, 256, 4, 4), (8, 512, 2, 2))
+
+
+def _neck_steps(dynamic: bool, levels=NECK_LEVELS, mode: str | None = None):
+    """The harness's FPN neck bf16 training step (``perf.bench._neck_workload``): compiled, eager."""
+    import torch
+
+    from perf.bench import FPNNeck
+    from perf.cases import NECK_OUT_CHANNELS
+
+    torch.manual_seed(0)
+    model = FPNNeck(tuple(s[1] for s in levels), NECK_OUT_CHANNELS, "nearest").cuda().to(torch.bfloat16)
+    features = [torch.randn(s, device="cuda", dtype=torch.bfloat16, requires_grad=True) for s in levels]
+    with torch.no_grad():
+        grad_outputs = [torch.randn_like(y) for y in model(*features)]
+    wrt = (*model.parameters(), *features)
+    compiled = torch.compile(model, dynamic=dynamic, mode=mode)
+    return (lambda: torch.autograd.grad(compiled(*features), wrt, grad_outputs),
+            lambda: torch.autograd.grad(model(*features), wrt, grad_outputs))
+
+
+def _host_profile(step, top: int = 25) -> str:
+    """The functions with the most own time over ``COUNTED_STEPS`` steps (``cProfile``), and the
+    CUDA runtime calls per step that wait for the GPU, copy or allocate."""
+    import io
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(COUNTED_STEPS):
+        step()
+    torch.cuda.synchronize()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(20):
+            step()
+        torch.cuda.synchronize()
+    runtime = {}
+    for event in prof.events():
+        if event.name.startswith("cuda") and ("ynchronize" in event.name or "emcpy" in event.name
+                                              or "Malloc" in event.name or "Free" in event.name):
+            runtime[event.name] = runtime.get(event.name, 0) + 1 / 20
+    calls = ", ".join(f"{name} {count:g}" for name, count in sorted(runtime.items())) or "none"
+    return f"CUDA runtime calls per step that wait, copy or allocate: {calls}\n{text.getvalue()}"
+
+
 def _empty_step():
     import torch
 
@@ -120,7 +176,8 @@ def _python_calls(step) -> float:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, stock = Path(argv[0]), "--stock" in argv
-    rows = DOWNSAMPLE_ROWS if "--rows" in argv and argv[argv.index("--rows") + 1] == "downsamples" else ROWS
+    chosen = argv[argv.index("--rows") + 1] if "--rows" in argv else None
+    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}}.get(chosen, ROWS)
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     if not stock:
         import decomps  # noqa: F401  (installs)
@@ -132,6 +189,14 @@ def main(argv=None) -> int:
         columns[name], columns[f"{name}, eager"] = _steps(shape, osize, dtype, channels_last, mode, literal)
         if tiny is not None:
             columns[f"{name}, tiny"] = _steps(*tiny, dtype, channels_last, mode, literal)[0]
+    profiled = []
+    if chosen == "neck":
+        for dynamic in (True, False):
+            name = f"FPN neck bf16, dynamic={dynamic}"
+            columns[name], columns[f"{name}, eager"] = _neck_steps(dynamic)
+            profiled.append(name)
+            columns[f"{name}, tiny"], columns[f"{name}, tiny, eager"] = _neck_steps(dynamic, TINY_NECK_LEVELS)
+        columns["FPN neck bf16, dynamic=True, reduce-overhead"] = _neck_steps(True, mode="reduce-overhead")[0]
     for step in columns.values():
         for _ in range(5):
             step()
@@ -153,9 +218,12 @@ def main(argv=None) -> int:
                      f"{min(back_to_back[name]):.1f} | {statistics.median(back_to_back[name]):.1f} | "
                      f"{count:.0f} | {kernel_us:.1f} | {_python_calls(step):.0f} |")
     report = "\n".join(lines) + "\n"
+    for name in profiled:
+        report += f"\n## {name}: host\n{_host_profile(columns[name])}"
     print(report)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"host_cost-{'stock' if stock else 'pr'}.txt").write_text(report)
+    suffix = f"-{chosen}" if chosen else ""
+    (out_dir / f"host_cost{suffix}-{'stock' if stock else 'pr'}.txt").write_text(report)
     return 0
 
 

@@ -261,6 +261,17 @@ def test_reduce_overhead_only_for_host_bound_cuda_rows():
     assert not bench.wants_reduce_overhead("cpu", 1e-6)
     assert bench.wants_reduce_overhead("cuda", 300e-6, 600e-6)
     assert not bench.wants_reduce_overhead("cpu", 300e-6, 600e-6)
+    # rows whose compiled graph's extern calls cost the host about eager's step: whatever eager takes
+    assert bench.wants_reduce_overhead("cuda", 3e-3, 600e-6, host_heavy=True)
+    assert not bench.wants_reduce_overhead("cpu", 3e-3, 600e-6, host_heavy=True)
+
+
+def test_only_the_fpn_neck_is_host_heavy():
+    from perf import bench, cases
+
+    heavy = {case.kind for case in cases.make_cases("cpu", backward=True, quick=True)
+             if bench.build_workload(case).host_heavy}
+    assert heavy == {"fpn_neck"}
 
 
 def test_fwd_bwd_workloads_are_host_bound_below_the_empty_compiled_step():
