@@ -19,6 +19,7 @@ computes the same value per element whatever its tiling."""
 from __future__ import annotations
 
 import base64
+import re
 import zlib
 from collections.abc import Callable
 from itertools import chain
@@ -45,47 +46,72 @@ def unpack(packed: str) -> str:
 
 
 def _pointers(args) -> dict[str, str] | None:
-    """A kernel's buffer arguments, buffer name -> argument name; None where it has in-place
-    or workspace arguments (a variant is timed by launching it again). In-place buffers that
-    the kernel removed (a cat's, fused into its users) are none of its arguments."""
+    """A kernel's buffer arguments, buffer name -> argument name (an in-place argument under each
+    of its buffers' names); None where it has workspace arguments. Buffers the kernel removed (a
+    cat's, fused into its users) are none of its arguments."""
     from torch._inductor.codegen.common import RemovedArg
 
-    inplace = [b for b in args.inplace_buffers.values() if not isinstance(b, RemovedArg)]
-    if inplace or args.workspace_args:
+    if args.workspace_args:
         return None
-    return {
+    pointers = {
         outer: inner
         for outer, inner in chain(args.input_buffers.items(), args.output_buffers.items())
         if not isinstance(inner, RemovedArg)
     }
+    for outer, inplaced in args.inplace_buffers.items():
+        if not isinstance(inplaced, RemovedArg):
+            pointers[outer] = inplaced.inner_name
+    return pointers
+
+
+def _pointer_map(flat_pointers, pointers) -> dict[str, str] | None:
+    """The flat kernel's buffer arguments -> the tiled kernel's, where every buffer of the flat
+    kernel is one of the tiled kernel's and the buffers of each flat argument (one, or an
+    in-place argument's two) share one tiled argument; else None."""
+    if flat_pointers is None or pointers is None or not flat_pointers.keys() <= pointers.keys():
+        return None
+    mapped: dict[str, str] = {}
+    for buffer, name in flat_pointers.items():
+        if mapped.setdefault(name, pointers[buffer]) != pointers[buffer]:
+            return None
+    return mapped
 
 
 def _numels(kernel) -> list[str]:
     return [f"{tree.prefix}numel" for tree in kernel.active_range_trees()]
 
 
-def mutates_arguments(kernel) -> bool:
-    """Whether ``kernel`` mutates one of its buffer arguments: Inductor's ``mutated_arg_names``
-    (``TritonKernel.codegen_kernel``), for which ``size_variants`` keeps the tiled form. A buffer
-    that the kernel's nodes mutate but that the kernel does not take (a cat fused into its
-    users, as the backward's sums of periods) is none of its arguments."""
+def mutated_arguments(kernel) -> list[str]:
+    """The arguments ``kernel`` mutates, as Inductor names them in ``mutated_arg_names``
+    (``TritonKernel.codegen_kernel``): buffers of its nodes' mutations that it loads, stores or
+    updates in place. A buffer they mutate that the kernel removed (a cat fused into its users,
+    as the backward's sums of periods) is none of its arguments."""
     from torch._inductor.codegen.common import RemovedArg
     from torch._inductor.virtualized import V
 
     args = kernel.args
     removed = V.graph.removed_buffers | kernel.removed_buffers
-    return any(
-        name in args.input_buffers
-        or (name in args.inplace_buffers and name not in removed)
-        or (name in args.output_buffers and not isinstance(args.output_buffers[name], RemovedArg))
-        for name in kernel.mutations
-    )
+    names = set()
+    for name in kernel.mutations:
+        if name in args.input_buffers:
+            names.add(args.input_buffers[name])
+        if name in args.inplace_buffers and name not in removed:
+            names.add(args.inplace_buffers[name].inner_name)
+        if name in args.output_buffers and not isinstance(args.output_buffers[name], RemovedArg):
+            names.add(args.output_buffers[name])
+    return sorted(names)
+
+
+def loads_any(source: str, names) -> bool:
+    """Whether a kernel's ``source`` loads any of the arguments ``names``. A form that only
+    writes its mutated arguments leaves them as one launch leaves them after any number of
+    launches, so a variant's forms can be timed by launching them again."""
+    return any(re.search(rf"tl\.load\(\s*{re.escape(name)}\b", source) for name in names)
 
 
 def has_flat_form(kernel) -> bool:
     """Whether ``kernel`` is a pointwise Triton kernel of package nodes, tiled with dynamic sizes,
-    that mutates no argument and whose size arguments ``package_kernels`` makes 32-bit (so it has
-    size variants)."""
+    whose size arguments ``package_kernels`` makes 32-bit (so it has size variants)."""
     from torch._inductor.codegen.triton import TritonKernel
 
     from .package_kernels import narrows_size_arguments
@@ -97,15 +123,15 @@ def has_flat_form(kernel) -> bool:
         and features.reduction_numel == 1
         and bool(sympy.sympify(features.numel).free_symbols)
         and sum(not tree.is_reduction for tree in kernel.range_trees) > 1
-        and not mutates_arguments(kernel)
         and narrows_size_arguments(kernel)
     )
 
 
 def flat_form(scheduling, node_schedule, kernel) -> dict | None:
     """The flat kernel of ``kernel``'s node schedule: its source and argument map (``FLAT``'s
-    value), or None where the two kernels' buffers differ. Registers the sizes the flat kernel
-    reads as arguments of ``kernel``."""
+    value), or None where the two kernels' buffers differ or the flat kernel loads an argument it
+    mutates (``loads_any``). Registers the sizes the flat kernel reads as arguments of
+    ``kernel``."""
     from torch._inductor.utils import Placeholder
     from torch._inductor.virtualized import V
 
@@ -119,7 +145,8 @@ def flat_form(scheduling, node_schedule, kernel) -> dict | None:
     with V.set_kernel_handler(flat):
         source = flat.codegen_kernel()
     flat_pointers, pointers = _pointers(flat.args), _pointers(kernel.args)
-    if flat_pointers is None or pointers is None or not flat_pointers.keys() <= pointers.keys():
+    mapped = _pointer_map(flat_pointers, pointers)
+    if mapped is None or loads_any(source, mutated_arguments(flat)):
         return None
     sizes = list(flat.args.sizevars.items())
     if not all(isinstance(symbol, sympy.Symbol) for symbol, _ in sizes):
@@ -130,7 +157,7 @@ def flat_form(scheduling, node_schedule, kernel) -> dict | None:
         "source": pack(source),
         # what a launch passes, in order: all but the constexprs
         "arguments": [name for name, t in flat.triton_meta["signature"].items() if t != "constexpr"],
-        "pointers": {name: pointers[buffer] for buffer, name in flat_pointers.items()},
+        "pointers": mapped,
         "sizes": {name: kernel.args.size(symbol) for symbol, name in sizes},
         "numels": {name: _numels(kernel) for name in _numels(flat)},
     }

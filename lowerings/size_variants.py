@@ -177,10 +177,11 @@ class _Sizes:
         self.positions = tuple(order.index(name) for name in self.keys)
         self.names = constant_names(self.keys, tuner.fn.src)
         flat = tuner.inductor_meta.get(FLAT)
-        # the flat form is timed against the tiled variant by launching both again, and its
-        # constants are the sizes of the key
-        mutates = tuner.inductor_meta.get("mutated_arg_names")
-        self.flat = flat if flat and not mutates and set(flat["sizes"].values()) <= set(self.keys) else None
+        # the flat form is timed against the tiled variant by launching both again (arguments
+        # they mutate must be ones they only write), and its constants are the sizes of the key
+        mutated = tuner.inductor_meta.get("mutated_arg_names") or ()
+        reads_mutated = flat_sources.loads_any(tuner.fn.src, mutated)
+        self.flat = flat if flat and not reads_mutated and set(flat["sizes"].values()) <= set(self.keys) else None
         self.variants: dict[tuple, object] = {}
         self.counts: dict[tuple, int] = {}
         self.off = not self.names and not self.flat

@@ -148,11 +148,11 @@ def test_flat_launch_arguments():
     assert launch.run("in", "out", 5, 6, 7, 30, 40, stream=3) == (("in", "out", 7, 5, 1200), 3)
 
 
-def _tiled_tuner(mutated=()):
+def _tiled_tuner(mutated=(), src=""):
     return types.SimpleNamespace(
         inductor_meta={size_variants.SIZE_ARGS: ["ks0", "ks1", "ks2", "ynumel", "xnumel"], size_variants.FLAT: FLAT,
                        "mutated_arg_names": list(mutated)},
-        triton_meta={"signature": TILED}, fn=types.SimpleNamespace(src="", __name__="k"), launchers=[object()])
+        triton_meta={"signature": TILED}, fn=types.SimpleNamespace(src=src, __name__="k"), launchers=[object()])
 
 
 def test_a_variant_keeps_the_faster_of_its_tiled_and_flat_forms(monkeypatch):
@@ -169,8 +169,12 @@ def test_a_variant_keeps_the_faster_of_its_tiled_and_flat_forms(monkeypatch):
     assert sizes.variants == {(5, 6, 7, 30, 40): ("flat", ["in", "out", 7, 5, 1200])}
 
 
-def test_no_flat_form_for_mutating_kernels_or_after_a_failure(monkeypatch):
-    assert size_variants._Sizes(_tiled_tuner(mutated=["in_out_ptr0"])).flat is None
+def test_no_flat_form_for_kernels_that_read_what_they_mutate_or_after_a_failure(monkeypatch):
+    # timed by launching both forms again: an argument updated in place must be one they only write
+    writes = "    tl.store(in_out_ptr0 + (x0), tmp3, xmask)\n"
+    reads = "    tmp0 = tl.load(in_out_ptr0 + (x0), xmask)\n" + writes
+    assert size_variants._Sizes(_tiled_tuner(mutated=["in_out_ptr0"], src=reads)).flat is None
+    assert size_variants._Sizes(_tiled_tuner(mutated=["in_out_ptr0"], src=writes)).flat is FLAT
     unkeyed = _tiled_tuner()
     unkeyed.inductor_meta[size_variants.SIZE_ARGS].remove("ks2")  # a size of the flat form
     assert size_variants._Sizes(unkeyed).flat is None
