@@ -102,14 +102,8 @@ def _host_profile(step, top: int = 25) -> str:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(COUNTED_STEPS):
-        step()
-    torch.cuda.synchronize()
-    profiler.disable()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    _profiled(step, text).sort_stats("tottime").print_stats(top)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(20):
             step()
@@ -161,7 +155,8 @@ def _back_to_back(step) -> float:
     return (time.perf_counter() - start) / BACK_TO_BACK_STEPS * 1e6
 
 
-def _python_calls(step) -> float:
+def _profiled(step, stream=None) -> pstats.Stats:
+    """``cProfile``'s statistics of ``COUNTED_STEPS`` steps (printed to ``stream``)."""
     import torch
 
     profiler = cProfile.Profile()
@@ -170,7 +165,11 @@ def _python_calls(step) -> float:
         step()
     torch.cuda.synchronize()
     profiler.disable()
-    return pstats.Stats(profiler).total_calls / COUNTED_STEPS
+    return pstats.Stats(profiler, stream=stream)
+
+
+def _python_calls(step) -> float:
+    return _profiled(step).total_calls / COUNTED_STEPS
 
 
 def main(argv=None) -> int:
