@@ -255,7 +255,8 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     machine hits every column alike; the result keeps each column's lowest median. A host-bound
     row on CUDA (``wants_reduce_overhead``, decided on the first round's eager time against
     ``workload_host_bound_seconds``, or ``work.host_heavy``) gets a ``mode="reduce-overhead"``
-    column, timed from the first round on. ``step_overhead_seconds``: the run's empty compiled fwd+bwd step, if measured.
+    column, timed from the first round on. ``step_overhead_seconds``: the run's empty compiled
+    fwd+bwd step, if measured.
     """
     torch._dynamo.reset()
     eager = work.runner(work.forward)
@@ -288,7 +289,8 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     for i in range(repeat):
         for kind in list(columns):
             time_column(kind)
-        if i == 0 and wants_reduce_overhead(device, rounds["Eager"][0].median, host_bound_seconds, work.host_heavy):
+        eager_seconds = rounds["Eager"][0].median
+        if i == 0 and wants_reduce_overhead(device, eager_seconds, host_bound_seconds, work.host_heavy):
             columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, calls=3, mode="reduce-overhead")
             rounds[REDUCE_OVERHEAD] = []
             time_column(REDUCE_OVERHEAD)
