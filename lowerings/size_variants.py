@@ -22,6 +22,7 @@ the choice is made per launch, from the arguments.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import threading
 from collections.abc import Callable
@@ -37,7 +38,10 @@ SIZE_ARGS = "decomps_size_args"
 # variable-size workload passes once).
 SPECIALIZE_AT = 2
 # Variants per kernel; each is one Triton compile (a size-specialized gather: 67-101 ms on an H200).
-MAX_VARIANTS = 4
+# A loaded kernel is shared by every graph of the process whose code has its source (Inductor
+# caches modules by source), so call sites at several resolutions, and several input sizes of
+# each, draw on one budget: a decoder's four x2 upsamples at two input sizes need 8.
+MAX_VARIANTS = 16
 # Distinct size tuples counted per kernel before the counts start over.
 MAX_COUNTED = 64
 
@@ -125,6 +129,29 @@ class FlatLaunch:
     def run(self, *args, stream, **kwargs):
         return self.kernel.run(*self.arguments(args), stream=stream, **kwargs)
 
+    def direct(self) -> Callable | None:
+        launch = direct_launch(self.kernel)
+        if launch is None:
+            return None
+        arguments = self.arguments
+        return lambda *args, stream: launch(*arguments(args), stream=stream)
+
+
+def direct_launch(variant) -> Callable | None:
+    """What ``variant.run`` calls to launch its kernel once it is tuned, where ``run`` would do
+    nothing else (no cubin to save, no launch to dump); None otherwise. A variant launches through
+    it, saving ``run``'s preamble (its Python calls are most of what a size variant adds to a
+    call's host time), except under the profiler or a ``DebugMode``, which ``run`` tells which
+    kernel launches."""
+    if isinstance(variant, FlatLaunch):
+        return variant.direct()
+    launchers = getattr(variant, "launchers", None)
+    if not launchers or len(launchers) != 1 or getattr(launchers[0], "store_cubin", True):
+        return None
+    if any(getattr(variant, flag, False) for flag in ("dump_launch_params", "dump_launch_tensors")):
+        return None
+    return launchers[0]
+
 
 def unmasked(source: str, numel: int, configs) -> str:
     """``source`` with a constant mask of its elements where ``numel`` fills every block of every
@@ -175,6 +202,8 @@ class _Sizes:
         self.arguments = sum(t != "constexpr" for t in signature.values())
         self.keys = tuple(tuner.inductor_meta[SIZE_ARGS])
         self.positions = tuple(order.index(name) for name in self.keys)
+        # a tuple of several sizes, one size alone
+        self.key = operator.itemgetter(*self.positions)
         self.names = constant_names(self.keys, tuner.fn.src)
         flat = tuner.inductor_meta.get(FLAT)
         # the flat form is timed against the tiled variant by launching both again (arguments
@@ -183,6 +212,7 @@ class _Sizes:
         reads_mutated = flat_sources.loads_any(tuner.fn.src, mutated)
         self.flat = flat if flat and not reads_mutated and set(flat["sizes"].values()) <= set(self.keys) else None
         self.variants: dict[tuple, object] = {}
+        self.launches: dict[tuple, Callable] = {}  # the variants' direct launches, where they have one
         self.counts: dict[tuple, int] = {}
         self.off = not self.names and not self.flat
 
@@ -195,7 +225,7 @@ class _Sizes:
         if count < SPECIALIZE_AT or _capturing():
             return
         del self.counts[key]
-        values = dict(zip(self.keys, key))
+        values = dict(zip(self.keys, key if len(self.keys) > 1 else (key,)))
         try:
             variant = compile_variant(tuner, {name: values[name] for name in self.names})
         except Exception:  # the dynamic kernel still serves every size
@@ -212,6 +242,9 @@ class _Sizes:
                 log.warning("no flat variant of %s", tuner.fn.__name__, exc_info=True)
                 self.flat = None
         self.variants[key] = variant
+        launch = direct_launch(variant)
+        if launch is not None:
+            self.launches[key] = launch
 
 
 _stock: dict[str, Callable] = {}
@@ -226,12 +259,20 @@ def _new(cls: type):
 def _variant_class(base: type) -> type:
     """``base`` whose ``run`` launches a size variant where one is compiled."""
     if base not in _variant_classes:
+        from torch._inductor.runtime import triton_heuristics
+        from torch.autograd import profiler
+
+        # run records a launch in an active DebugMode (torch >= 2.11)
+        debug_mode = getattr(triton_heuristics, "get_active_debug_mode", lambda: None)
 
         def run(self, *args, stream, **kwargs):
             sizes = self._decomps_sizes
             if len(args) != sizes.arguments:  # not the launch this kernel was generated for
                 return base.run(self, *args, stream=stream, **kwargs)
-            key = tuple(args[i] for i in sizes.positions)
+            key = sizes.key(args)
+            launch = sizes.launches.get(key)
+            if launch is not None and not kwargs and not profiler._is_profiler_enabled and not debug_mode():
+                return launch(*args, stream=stream)
             variant = sizes.variants.get(key)
             if variant is not None:
                 return variant.run(*args, stream=stream, **kwargs)

@@ -25,6 +25,13 @@ GRAD_TOLERANCE = {"float32": (1e-5, 1e-5), "float16": (5e-3, 5e-3), "bfloat16": 
 # Relative L2 error allowed for the FPN neck (convolutions may pick other algorithms).
 NECK_TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2}
 REDUCE_OVERHEAD = "Compiled reduce-overhead"  # the column's description starts with this
+# Calls of a compiled column before it is timed; its first and last results are checked. One-time
+# work of the first calls stays out of the timing: CUDA graphs record at the second call and replay
+# from the third; size variants (lowerings/size_variants.py) compile at a size's second launch.
+# Timed inside blocked_autorange's first block, such work makes it choose blocks of one call, each
+# synchronized: one call's latency instead of back-to-back throughput (an H200 row of 86 us of
+# kernels then timed 165-187 us, 2026-11-24).
+WARM_UP_CALLS = 3
 # The compiled call overhead rows: 8 elements, so that dynamic=True traces a symbolic size
 # (sizes 0 and 1 are specialized). The second row (with --backward) is an empty compiled
 # training step, timed like the fwd+bwd rows.
@@ -249,7 +256,8 @@ def pick_best(measurements: list) -> tuple:
 def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
                   dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1,
                   step_overhead_seconds: float | None = None) -> CaseResult:
-    """Check each compiled column against eager once, then time all columns in ``repeat`` rounds.
+    """Call each compiled column ``WARM_UP_CALLS`` times (its first and last results checked against
+    eager), then time all columns in ``repeat`` rounds.
 
     Each round times every column once (``blocked_autorange``), so that a slow spell of a noisy
     machine hits every column alike; the result keeps each column's lowest median. A host-bound
@@ -262,7 +270,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     eager = work.runner(work.forward)
     result = CaseResult([])
 
-    def compiled_column(kind: str, calls: int = 1, **options) -> Callable:
+    def compiled_column(kind: str, **options) -> Callable:
         description = f"{kind} ({torch.__version__}) {tag}"
         fn = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic, **options))
         expected = eager(*work.args)
@@ -270,9 +278,12 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
         actual = fn(*work.args)
         _synchronize(device)
         result.compile_seconds[description] = time.perf_counter() - start
-        for _ in range(calls - 1):  # CUDA graphs: the second call records, the third replays
-            actual = fn(*work.args)
+        # checked before the next call: under CUDA graphs a replay overwrites the last outputs
         problem = compare_results(actual, expected, work.check, dtype)
+        for _ in range(WARM_UP_CALLS - 1):
+            actual = fn(*work.args)
+        _synchronize(device)
+        problem = problem or compare_results(actual, expected, work.check, dtype)
         if problem:
             result.problems[description] = problem
         return fn
@@ -291,7 +302,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
             time_column(kind)
         eager_seconds = rounds["Eager"][0].median
         if i == 0 and wants_reduce_overhead(device, eager_seconds, host_bound_seconds, work.host_heavy):
-            columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, calls=3, mode="reduce-overhead")
+            columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, mode="reduce-overhead")
             rounds[REDUCE_OVERHEAD] = []
             time_column(REDUCE_OVERHEAD)
     for measurements in rounds.values():

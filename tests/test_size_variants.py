@@ -133,6 +133,53 @@ def test_run_launches_the_variant_of_its_sizes(monkeypatch):
     assert all(a == args for _, a in launched[:-2])
 
 
+def test_tuned_variants_launch_directly_except_under_the_profiler(monkeypatch):
+    launched = []
+
+    def launcher(*args, stream):
+        launched.append(("direct", args))
+
+    launcher.store_cubin = False
+
+    class Base:
+        def run(self, *args, stream, **kwargs):
+            launched.append(("dynamic", args))
+
+    class Variant:
+        launchers = [launcher]
+
+        def run(self, *args, stream, **kwargs):
+            launched.append(("variant", args))
+
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: Variant())
+    kernel = _with_variants(Base())
+    args = ("in", "out", 48, 7, 4096)
+    for _ in range(size_variants.SPECIALIZE_AT + 1):
+        kernel.run(*args, stream=0)
+    with torch.autograd.profiler.profile():
+        kernel.run(*args, stream=0)
+    assert [kind for kind, _ in launched] == ["dynamic"] * size_variants.SPECIALIZE_AT + ["direct", "variant"]
+    assert all(a == args for _, a in launched)
+
+
+def test_direct_launch_only_where_run_would_only_launch():
+    def launcher(*args, stream):
+        pass
+
+    launcher.store_cubin = False
+    tuned = types.SimpleNamespace(launchers=[launcher], dump_launch_params=False)
+    assert size_variants.direct_launch(tuned) is launcher
+    for untuned in ([], [launcher, launcher]):
+        assert size_variants.direct_launch(types.SimpleNamespace(launchers=untuned)) is None
+    assert size_variants.direct_launch(types.SimpleNamespace(launchers=[launcher], dump_launch_params=True)) is None
+    saving = types.SimpleNamespace(store_cubin=True)
+    assert size_variants.direct_launch(types.SimpleNamespace(launchers=[saving])) is None
+    flat = size_variants.FlatLaunch(TILED, FLAT)
+    flat.kernel = types.SimpleNamespace(launchers=[lambda *args, stream: (args, stream)])
+    flat.kernel.launchers[0].store_cubin = False
+    assert size_variants.direct_launch(flat)("in", "out", 5, 6, 7, 30, 40, stream=3) == (("in", "out", 7, 5, 1200), 3)
+
+
 TILED = {"in_ptr0": "*fp16", "out_ptr0": "*fp16", "ks0": "i32", "ks1": "i32", "ks2": "i32", "ynumel": "i32",
          "xnumel": "i32", "YBLOCK": "constexpr", "XBLOCK": "constexpr"}
 FLAT = {"source": "", "arguments": ["in_ptr0", "out_ptr0", "ks0", "ks1", "xnumel"],

@@ -347,6 +347,50 @@ def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
         assert compiled == [{"fullgraph": True, "dynamic": True}]
 
 
+def test_compiled_columns_are_warm_and_checked_before_their_timing(monkeypatch):
+    """One-time work of a compiled function's first calls (size variants compile at a size's
+    second launch) must not land in blocked_autorange's block-size estimate, and the results of
+    the warm calls must match eager as well as the first one, each checked before a later call
+    overwrites it (as a CUDA graph's replay does)."""
+    import torch
+
+    from perf import bench
+
+    calls = []
+
+    def fake_compile(fn, wrong_at=None, **options):
+        outputs = []
+
+        def compiled(*args):
+            calls.append("compiled")
+            for previous in outputs:
+                previous.fill_(float("nan"))
+            outputs.append(fn(*args) + (1 if len(calls) == wrong_at else 0))
+            return outputs[-1]
+
+        return compiled
+
+    class Timer:
+        def __init__(self, stmt, **kwargs):
+            self.stmt = stmt
+
+        def blocked_autorange(self, min_run_time):
+            calls.append("timed")
+            return _measurement(1e-6)
+
+    monkeypatch.setattr(bench, "_synchronize", lambda device: None)
+    monkeypatch.setattr(bench, "_timer", lambda fn, *args, **kwargs: Timer(fn))
+    work = bench.Workload(lambda x: x + 1, (torch.zeros(8),))
+    for wrong_at, problems in ((None, []), (bench.WARM_UP_CALLS, [f"Compiled ({torch.__version__}) PR"])):
+        calls.clear()
+        monkeypatch.setattr(bench.torch, "compile", lambda fn, **options: fake_compile(fn, wrong_at, **options))
+        result = bench.time_workload(work, "L", "S", "float32", "cpu", "PR", dynamic=True, num_threads=1,
+                                     min_run_time=0.01)
+        assert calls == ["compiled"] * bench.WARM_UP_CALLS + ["timed", "timed"]
+        assert list(result.problems) == problems
+    assert bench.WARM_UP_CALLS > 2  # past size_variants.SPECIALIZE_AT, and CUDA graphs' recording call
+
+
 def test_host_bound_fwd_bwd_cuda_rows_get_the_reduce_overhead_column(monkeypatch):
     """A fwd+bwd step of 200+ us is host-bound when the run's empty compiled step takes 1 ms."""
 
