@@ -111,29 +111,7 @@ def test_a_failed_variant_turns_the_kernel_off(monkeypatch):
 
 
 def test_run_launches_the_variant_of_its_sizes(monkeypatch):
-    launched = []
-
-    class Base:
-        def run(self, *args, stream, **kwargs):
-            launched.append(("dynamic", args))
-
-    class Variant:
-        def run(self, *args, stream, **kwargs):
-            launched.append(("variant", args))
-
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: Variant())
-    kernel = _with_variants(Base())
-    args = ("in", "out", 48, 7, 4096)
-    for _ in range(size_variants.SPECIALIZE_AT + 1):
-        kernel.run(*args, stream=0)
-    kernel.run("in", "out", 50, 7, 4096, stream=0)
-    kernel.run("in", "out", 48, 7, 4096, 0, stream=0)  # another argument layout: the kernel's own
-    kinds = [kind for kind, _ in launched]
-    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["variant", "dynamic", "dynamic"]
-    assert all(a == args for _, a in launched[:-2])
-
-
-def test_tuned_variants_launch_directly_except_under_the_profiler(monkeypatch):
+    """Directly through its launcher once tuned, through its ``run`` under the profiler."""
     launched = []
 
     def launcher(*args, stream):
@@ -158,8 +136,11 @@ def test_tuned_variants_launch_directly_except_under_the_profiler(monkeypatch):
         kernel.run(*args, stream=0)
     with torch.autograd.profiler.profile():
         kernel.run(*args, stream=0)
-    assert [kind for kind, _ in launched] == ["dynamic"] * size_variants.SPECIALIZE_AT + ["direct", "variant"]
-    assert all(a == args for _, a in launched)
+    kernel.run("in", "out", 50, 7, 4096, stream=0)
+    kernel.run("in", "out", 48, 7, 4096, 0, stream=0)  # another argument layout: the kernel's own
+    kinds = [kind for kind, _ in launched]
+    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["direct", "variant", "dynamic", "dynamic"]
+    assert all(a == args for _, a in launched[:-2])
 
 
 def test_direct_launch_only_where_run_would_only_launch():
