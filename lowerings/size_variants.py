@@ -16,7 +16,8 @@ they replace, so no expression changes type. A kernel tiled for runtime sizes al
 flat form (``flat_sources``): its variant compiles that with the same constants too, times both
 on the launch's arguments and keeps the faster (a pointwise kernel's values do not depend on
 its tiling). Nothing is compiled while a CUDA graph is being captured. Graphs do not recompile:
-the choice is made per launch, from the arguments.
+the choice is made per launch, from the arguments, and a tuned variant is launched through its
+launcher, without ``CachingAutotuner.run``'s per-call preamble (``direct_launch``).
 """
 
 from __future__ import annotations
@@ -211,9 +212,9 @@ class _Sizes:
         mutated = tuner.inductor_meta.get("mutated_arg_names") or ()
         reads_mutated = flat_sources.loads_any(tuner.fn.src, mutated)
         self.flat = flat if flat and not reads_mutated and set(flat["sizes"].values()) <= set(self.keys) else None
-        self.variants: dict[tuple, object] = {}
-        self.launches: dict[tuple, Callable] = {}  # the variants' direct launches, where they have one
-        self.counts: dict[tuple, int] = {}
+        self.variants: dict = {}  # by key: a tuple of sizes, or one size
+        self.launches: dict = {}  # the variants' direct launches, where they have one
+        self.counts: dict = {}
         self.off = not self.names and not self.flat
 
     def seen(self, tuner, key: tuple, args, stream) -> None:
