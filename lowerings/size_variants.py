@@ -130,13 +130,6 @@ class FlatLaunch:
     def run(self, *args, stream, **kwargs):
         return self.kernel.run(*self.arguments(args), stream=stream, **kwargs)
 
-    def direct(self) -> Callable | None:
-        launch = direct_launch(self.kernel)
-        if launch is None:
-            return None
-        arguments = self.arguments
-        return lambda *args, stream: launch(*arguments(args), stream=stream)
-
 
 def direct_launch(variant) -> Callable | None:
     """What ``variant.run`` calls to launch its kernel once it is tuned, where ``run`` would do
@@ -145,7 +138,8 @@ def direct_launch(variant) -> Callable | None:
     call's host time), except under the profiler or a ``DebugMode``, which ``run`` tells which
     kernel launches."""
     if isinstance(variant, FlatLaunch):
-        return variant.direct()
+        launch, arguments = direct_launch(variant.kernel), variant.arguments
+        return None if launch is None else lambda *args, stream: launch(*arguments(args), stream=stream)
     launchers = getattr(variant, "launchers", None)
     if not launchers or len(launchers) != 1 or getattr(launchers[0], "store_cubin", True):
         return None
