@@ -14,6 +14,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 import decomps
 from decomps import kernel_choice
 from decomps.ops import BACKWARD, FORWARD
+from lowerings import size_variants
 
 aten = torch.ops.aten
 TABLE = decomps.decomposition_table()
@@ -47,6 +48,15 @@ def generated_code():
     ), mock.patch.object(kernel_choice, "REPEAT_KERNEL_DEVICES", ()), mock.patch.object(
         kernel_choice, "PLAIN_STORE_LAYOUTS", {}
     ):
+        yield
+
+
+@contextlib.contextmanager
+def runtime_sizes():
+    """A context in which call sites choose as for kernels that read symbolic sizes at run time:
+    no size variants (``lowerings.size_variants``, installed on some torch versions), under which
+    CUDA's backward chooses as for static sizes (``kernel_choice.sizes_at_launch``)."""
+    with mock.patch.object(size_variants, "compiling_variants", lambda: False):
         yield
 
 

@@ -23,6 +23,7 @@ from tests.common import (
     generated_code,
     gradient_tolerance,
     memory_format_of,
+    runtime_sizes,
     through_decompositions,
 )
 from tests.test_forward import NEAREST_OPINFOS
@@ -68,6 +69,12 @@ def _grid_cases(rank):
 
 
 class TestBackward(TestCase):
+    def setUp(self):
+        super().setUp()
+        # The choices for sizes the kernels read at run time; under size variants CUDA chooses as
+        # for static sizes (tests/test_size_variants.py).
+        self.enterContext(runtime_sizes())
+
     def _check(self, grad_output, output_size, input_size, scales, exact):
         op = backward_op(len(output_size), exact)
         expected = op(grad_output, output_size, input_size, *scales)
