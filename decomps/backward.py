@@ -139,15 +139,20 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
         bounds.append(backward_windows.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
         if bounds[-1] is None:
             return None
-    # Per moving dim: the output index of each window position (clamped: always a valid read)
-    # and whether it is inside the window, both (isize, bound).
-    positions, inside = [], []
+    # Per moving dim, (isize, bound): the output index of each window position, -1 outside the
+    # window (where the gather reads index 0 and drops it); one table for all dims where
+    # ``kernel_choice.window_table`` says.
+    windows = []
     for d, bound in zip(range(first, last + 1), bounds):
         isize, osize = input_size[2 + d], output_size[d]
         lo = _window_starts(isize, osize, scales[d], rule, g.device, identity_if, len(output_size))
         idx = lo[:-1].unsqueeze(1) + torch.arange(bound, dtype=lo.dtype, device=g.device)
-        positions.append(idx.clamp_max(osize - 1))
-        inside.append(idx < lo[1:].unsqueeze(1))
+        windows.append(torch.where(idx < lo[1:].unsqueeze(1), idx, -1))
+    if kernel_choice.window_table(g, span):
+        table = index_tables.index_table(torch.cat([w.flatten() for w in windows]))
+        windows = [t.view(w.shape) for t, w in zip(table.split([w.numel() for w in windows]), windows)]
+    positions = [w.clamp_min(0) for w in windows]
+    inside = [w >= 0 for w in windows]
     trailing = [1] * (g.dim() - 2 - (last + 1))
     lead: list[Tensor | None] = [None] * (2 + first)
 

@@ -66,6 +66,8 @@ PLAIN_STORE_LAYOUTS = {"cpu": (torch.contiguous_format,), "cuda": None}
 PLAIN_STORE_STATIC_DEVICES = ("cpu",)
 # Device types whose plain stores read their input indices from a table.
 OWNER_TABLE_DEVICES = ("cpu", "cuda")
+# Device types whose window gathers over several dims read the window positions from one table.
+WINDOW_TABLE_DEVICES = ("cuda",)
 # Device types whose package kernels launch with each call's sizes as constants
 # (``lowerings.size_variants``) where Inductor indexes them in 32 bits.
 SIZE_VARIANT_DEVICES = ("cuda",)
@@ -168,6 +170,15 @@ def owner_table(grad_output: Tensor) -> bool:
     """Whether the plain store's input indices are a table (``index_tables``), computed once per
     call, rather than computed at each stored element."""
     return grad_output.device.type in OWNER_TABLE_DEVICES
+
+
+def window_table(grad_output: Tensor, moving_dims: int) -> bool:
+    """Whether a backward window gather over ``moving_dims`` dims reads their window positions
+    from one table (``index_tables``), built by one kernel: on CUDA, for two or more dims, not
+    while exporting. Inductor realizes each such dim's positions and masks otherwise, four small
+    kernels before a 2d gather, and the gather ran slower (docs/findings.md, finding 2); one
+    dim's it computes in the gather (x1.5 f16's outer dim), where a table would add a launch."""
+    return moving_dims > 1 and _eligible(grad_output, WINDOW_TABLE_DEVICES, layouts=None)
 
 
 def repeat_op(tensor: Tensor, patterns) -> bool:

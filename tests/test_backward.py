@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 from unittest import mock
 
 import torch
@@ -146,6 +147,62 @@ class TestBackward(TestCase):
             self.assertTrue(torch.equal(innermost, outermost), msg)
             assert_grad_close(self, innermost, expected,
                               gradient_tolerance(g, lambda t: op(t, osize, [2, channels] + isize)), msg)
+
+    def test_window_gathers_read_one_table(self, device):
+        """``kernel_choice.window_table`` on this device: a window gather over several dims reads
+        their positions from one ``decomps::index_table``, with the same bits and strides as
+        without it (unrolled taps and the reduction over more than 16), traced with symbolic
+        sizes; and compiled, where Inductor lowers the table. A gather over one dim computes
+        its positions."""
+        from torch._inductor.utils import fresh_inductor_cache
+
+        from decomps import kernel_choice
+
+        table_op = torch.ops.decomps.index_table.default
+        cases = [([13, 11], [23, 20]), ([23, 20], [12, 13]), ([29], [50]), ([6, 5, 7], [9, 10, 3]), ([11, 11], [53, 53])]
+        for (isize, osize), exact, channels_last in itertools.product(cases, (False, True), (False, True)):
+            rank = len(isize)
+            if channels_last and rank == 1:
+                continue
+            op = backward_op(rank, exact)
+            g = torch.randn([2, 3] + osize, device=device).contiguous(memory_format=memory_format_of(rank, channels_last))
+            x = torch.empty([2, 3] + isize, device=device)
+
+            def backward(g, x):
+                return TABLE[op](g, list(g.shape[2:]), list(x.shape))
+
+            msg = f"{isize} -> {osize} channels_last={channels_last} exact {exact}"
+            forms, tables = [], []
+            for devices in ((torch.device(device).type,), ()):
+                with generated_code(), mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", devices):
+                    graph = make_fx(backward, tracing_mode="symbolic")(g, x)
+                forms.append(graph(g, x))
+                tables.append(sum(n.target is table_op for n in graph.graph.nodes))
+            self.assertEqual(tables, [int(rank > 1), 0], msg=msg)
+            self.assertTrue(torch.equal(forms[0], forms[1]), msg)
+            expected = op(g, osize, [2, 3] + isize)
+            self.assertEqual(forms[0].stride(), expected.stride(), msg=msg)
+            assert_grad_close(self, forms[0], expected, gradient_tolerance(g, lambda t: op(t, osize, [2, 3] + isize)), msg)
+
+        for dynamic in (True, False):
+            x = torch.randn(2, 3, 13, 11, device=device).contiguous(memory_format=torch.channels_last).requires_grad_()
+            g = torch.randn(2, 3, 23, 20, device=device).contiguous(memory_format=torch.channels_last)
+
+            def step(x):
+                return torch.nn.functional.interpolate(x, size=(23, 20), mode="nearest")
+
+            grads = []
+            for devices in ((torch.device(device).type,), ()):
+                torch._dynamo.reset()
+                with fresh_inductor_cache(), generated_code(), mock.patch.object(
+                    kernel_choice, "WINDOW_TABLE_DEVICES", devices
+                ):
+                    grads.append(torch.autograd.grad(torch.compile(step, dynamic=dynamic)(x), x, g)[0])
+            (expected,) = torch.autograd.grad(step(x), x, g)
+            self.assertTrue(torch.equal(grads[0], grads[1]), f"dynamic={dynamic}")
+            self.assertEqual(grads[0].stride(), expected.stride())
+            assert_grad_close(self, grads[0], expected, gradient_tolerance(g, lambda t: torch.autograd.grad(
+                step(x), x, t)[0]), f"dynamic={dynamic}")
 
     def test_grad_input_overload(self, device):
         g = torch.randn(2, 3, 10, 12, device=device)
@@ -359,8 +416,36 @@ class TestWindowStartsDtype(TestCase):
             self.assertEqual(lo.dtype, dtype, msg=(rule, rank))
 
 
+class TestBackwardKernels(TestCase):
+    def test_window_gather_launches_one_kernel_before_it(self, device):
+        """A static 2d window gather, contiguous and channels-last: its backward is the gather and
+        one kernel for the window positions (``kernel_choice.window_table``; without the table
+        Inductor realized four); eager's gradient."""
+        from torch._inductor.utils import run_and_get_code
+
+        for channels_last, mode in itertools.product((False, True), ("nearest", "nearest-exact")):
+            x = torch.randn(2, 3, 13, 11, device=device).contiguous(memory_format=memory_format_of(2, channels_last))
+            x.requires_grad_()
+
+            def step(x):
+                return torch.nn.functional.interpolate(x, size=(23, 20), mode=mode)
+
+            g = torch.randn_like(step(x))
+            torch._dynamo.reset()
+            compiled = torch.compile(step, dynamic=False)
+            (grad,), codes = run_and_get_code(lambda: torch.autograd.grad(compiled(x), x, g))
+            (expected,) = torch.autograd.grad(step(x), x, g)
+            msg = f"channels_last={channels_last} {mode}"
+            kernels = set(re.findall(r"def (triton_\w+)\(", codes[-1]))
+            self.assertEqual(len(kernels), 2, msg=f"{msg}: {sorted(kernels)}")
+            self.assertEqual(grad.stride(), expected.stride(), msg=msg)
+            assert_grad_close(self, grad, expected, gradient_tolerance(g, lambda t: torch.autograd.grad(
+                step(x), x, t)[0]), msg)
+
+
 instantiate_device_type_tests(TestBackwardOpInfo, globals(), only_for=("cpu", "cuda"))
 instantiate_device_type_tests(TestBackward, globals(), only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestBackwardKernels, globals(), only_for=("cuda",))
 
 if __name__ == "__main__":
     run_tests()

@@ -427,6 +427,19 @@ def test_repeated_dims_are_indexed_per_row(vector_bits, mode, dynamic, fresh_com
         _same(compiled(x), f(x), (mode, shape))
 
 
+def test_window_table_rule():
+    """kernel_choice.window_table: on CUDA, a window gather over two or more dims; not over one,
+    not on CPU, not while exporting."""
+    x = torch.empty(2, 3, 4, 5)
+    assert kernel_choice.WINDOW_TABLE_DEVICES == ("cuda",)
+    assert not kernel_choice.window_table(x, 2)
+    with mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", ("cpu",)):
+        assert kernel_choice.window_table(x, 2) and kernel_choice.window_table(x, 3)
+        assert not kernel_choice.window_table(x, 1)
+        with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
+            assert not kernel_choice.window_table(x, 2)
+
+
 def test_index_table_rule(vector_bits):
     """kernel_choice.index_table: on CPU, a gathered dim innermost in memory where the vectors
     are wide, or an outer one whose map is float64 arithmetic (centre shift, float64 input, both
