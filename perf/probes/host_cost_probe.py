@@ -1,6 +1,6 @@
 """How much of a compiled training step is host time (docs/findings.md, finding 8).
 
-Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck] [--rounds N]``
+Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck|behind] [--rounds N]``
 
 For fwd+bwd rows whose GPU kernels are shorter than the step, with ``dynamic=True``: each row's
 compiled step, the same graph at a tiny shape of the same layout (kernels of a few us, so its step
@@ -14,7 +14,9 @@ docs/findings.md, finding 2), without tiny twins; ``--rows neck`` the harness's 
 training step (``perf.bench.FPNNeck``, its CUDA levels) with ``dynamic=True`` and ``False``, the
 same at tiny levels (its step is host time), the dynamic one under ``mode="reduce-overhead"``, and
 for the two full-size compiled steps the functions with the most host time (``cProfile``, own
-time) and the CUDA runtime calls that wait, copy or allocate. Prints, and writes to
+time) and the CUDA runtime calls that wait, copy or allocate. ``--rows behind``: the training
+steps whose eager step is within about 100 us over the empty compiled step, each with its
+kernels by name and its host profile. Prints, and writes to
 ``OUT_DIR/host_cost[-ROWS]-<pr|stock>.txt``.
 """
 
@@ -40,6 +42,18 @@ ROWS = {
         ((4, 3, 1234, 1345), (2345, 2456), ((4, 3, 12, 13), (23, 24)), "float32", False, "nearest-exact", True),
 }
 _DOWN = ((4, 3, 2345, 2456), (1234, 1345), None)
+# Eager's step within about 100 us over the empty compiled step (docs/findings.md, finding 8).
+# An output size given as a float is a scale factor.
+BEHIND_ROWS = {
+    "nearest (1,3,1234,1345)->(2345,2456) f32 CL, symbolic":
+        ((1, 3, 1234, 1345), (2345, 2456), ((1, 3, 12, 13), (23, 24)), "float32", True, "nearest", False),
+    "nearest (1,3,1234,1345)->(2345,2456) f32 CL, literal":
+        ((1, 3, 1234, 1345), (2345, 2456), ((1, 3, 12, 13), (23, 24)), "float32", True, "nearest", True),
+    "nearest (1,3,2345,2456)->(1234,1345) f32 CL, symbolic":
+        ((1, 3, 2345, 2456), (1234, 1345), ((1, 3, 23, 24), (12, 13)), "float32", True, "nearest", False),
+    "nearest x1.5 (8,64,200,200) f16":
+        ((8, 64, 200, 200), 1.5, ((8, 64, 8, 8), 1.5), "float16", False, "nearest", False),
+}
 DOWNSAMPLE_ROWS = {
     "nearest bf16 CL, literal": (*_DOWN, "bfloat16", True, "nearest", True),
     "nearest bf16 CL, symbolic": (*_DOWN, "bfloat16", True, "nearest", False),
@@ -57,13 +71,14 @@ def _steps(shape, osize, dtype, channels_last, mode, literal):
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     dtype = getattr(torch, dtype)
     x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format).requires_grad_(True)
-    g = torch.randn((*shape[:2], *osize), device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
+    spatial = osize if not isinstance(osize, float) else tuple(int(s * osize) for s in shape[2:])
+    g = torch.randn((*shape[:2], *spatial), device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
     if literal:
         def forward(x):
             return F.interpolate(x, size=osize, mode=mode)
         compiled = torch.compile(forward, dynamic=True)
         return (lambda: torch.autograd.grad(compiled(x), x, g)), (lambda: torch.autograd.grad(forward(x), x, g))
-    kwargs = {"size": osize, "mode": mode}
+    kwargs = {"scale_factor": osize, "mode": mode} if isinstance(osize, float) else {"size": osize, "mode": mode}
 
     def forward(x, kwargs):
         return F.interpolate(x, **kwargs)
@@ -139,6 +154,20 @@ def _kernels(step) -> tuple[float, float]:
     return len(kernels) / 20, sum(e.device_time for e in kernels) / 20
 
 
+def _kernel_names(step) -> str:
+    """Each CUDA kernel of a step: its name and time (us)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return "\n".join(f"- {e.name[:100]}: {e.device_time:.1f} us" for e in kernels)
+
+
 def _back_to_back(step) -> float:
     """Microseconds per step of ``BACK_TO_BACK_STEPS`` steps launched back to back, then one
     synchronize: the harness's view (``torch.utils.benchmark``), where a step whose host time
@@ -176,7 +205,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, stock = Path(argv[0]), "--stock" in argv
     chosen = argv[argv.index("--rows") + 1] if "--rows" in argv else None
-    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}}.get(chosen, ROWS)
+    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}, "behind": BEHIND_ROWS}.get(chosen, ROWS)
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     if not stock:
         import decomps  # noqa: F401  (installs)
@@ -184,11 +213,13 @@ def main(argv=None) -> int:
     from triton.testing import do_bench
 
     columns = {"empty compiled step": _empty_step()}
+    profiled = ["empty compiled step"] if chosen == "behind" else []
     for name, (shape, osize, tiny, dtype, channels_last, mode, literal) in rows.items():
         columns[name], columns[f"{name}, eager"] = _steps(shape, osize, dtype, channels_last, mode, literal)
         if tiny is not None:
             columns[f"{name}, tiny"] = _steps(*tiny, dtype, channels_last, mode, literal)[0]
-    profiled = []
+        if chosen == "behind":
+            profiled.append(name)
     if chosen == "neck":
         for dynamic in (True, False):
             name = f"FPN neck bf16, dynamic={dynamic}"
@@ -218,6 +249,8 @@ def main(argv=None) -> int:
                      f"{count:.0f} | {kernel_us:.1f} | {_python_calls(step):.0f} |")
     report = "\n".join(lines) + "\n"
     for name in profiled:
+        if chosen == "behind":
+            report += f"\n## {name}: kernels\n{_kernel_names(columns[name])}\n"
         report += f"\n## {name}: host\n{_host_profile(columns[name])}"
     print(report)
     out_dir.mkdir(parents=True, exist_ok=True)
