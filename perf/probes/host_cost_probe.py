@@ -44,13 +44,12 @@ ROWS = {
 _DOWN = ((4, 3, 2345, 2456), (1234, 1345), None)
 # Eager's step within about 100 us over the empty compiled step (docs/findings.md, finding 8).
 # An output size given as a float is a scale factor.
+_UP = ((1, 3, 1234, 1345), (2345, 2456), ((1, 3, 12, 13), (23, 24)), "float32", True, "nearest")
+_DOWN_CL = "nearest (1,3,2345,2456)->(1234,1345) f32 CL, symbolic"
 BEHIND_ROWS = {
-    "nearest (1,3,1234,1345)->(2345,2456) f32 CL, symbolic":
-        ((1, 3, 1234, 1345), (2345, 2456), ((1, 3, 12, 13), (23, 24)), "float32", True, "nearest", False),
-    "nearest (1,3,1234,1345)->(2345,2456) f32 CL, literal":
-        ((1, 3, 1234, 1345), (2345, 2456), ((1, 3, 12, 13), (23, 24)), "float32", True, "nearest", True),
-    "nearest (1,3,2345,2456)->(1234,1345) f32 CL, symbolic":
-        ((1, 3, 2345, 2456), (1234, 1345), ((1, 3, 23, 24), (12, 13)), "float32", True, "nearest", False),
+    "nearest (1,3,1234,1345)->(2345,2456) f32 CL, symbolic": (*_UP, False),
+    "nearest (1,3,1234,1345)->(2345,2456) f32 CL, literal": (*_UP, True),
+    _DOWN_CL: ROWS[_DOWN_CL],
     "nearest x1.5 (8,64,200,200) f16":
         ((8, 64, 200, 200), 1.5, ((8, 64, 8, 8), 1.5), "float16", False, "nearest", False),
 }
