@@ -13,7 +13,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from decomps import backward as backward_decompositions
-from decomps import eager_rules
+from decomps import eager_rules, kernel_choice
 from decomps.backward import MAX_UNROLLED_TAPS
 from tests.common import (
     RANKS,
@@ -35,6 +35,14 @@ FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # ``_unsafe_index_put``.
 STORE_OPS = (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default,
              torch.ops.decomps.index_put_by_maps.default)
+
+
+def slice_sums(graph) -> int:
+    """Concatenations of summed slices in ``graph``; the one that feeds a window table
+    (``kernel_choice.window_table``) joins index vectors and does not count."""
+    table = torch.ops.decomps.index_table.default
+    return sum(n.target == torch.ops.aten.cat.default and not any(u.target is table for u in n.users)
+               for n in graph.graph.nodes)
 
 
 class TestBackwardOpInfo(TestCase):
@@ -156,8 +164,6 @@ class TestBackward(TestCase):
         its positions."""
         from torch._inductor.utils import fresh_inductor_cache
 
-        from decomps import kernel_choice
-
         table_op = torch.ops.decomps.index_table.default
         cases = [([13, 11], [23, 20]), ([23, 20], [12, 13]), ([29], [50]), ([6, 5, 7], [9, 10, 3]), ([11, 11], [53, 53])]
         for (isize, osize), exact, channels_last in itertools.product(cases, (False, True), (False, True)):
@@ -254,7 +260,7 @@ class TestBackward(TestCase):
             with generated_code():
                 graph = make_fx(backward, tracing_mode="symbolic")(g, x)
             assert_grad_close(self, graph(g, x), expected, tol, msg)
-            slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
+            slices = slice_sums(graph) > 0
             self.assertEqual(slices, period and cpu, msg)
             if slices:
                 self.assertFalse(any(n.target == torch.ops.aten._unsafe_index.Tensor for n in graph.graph.nodes))
@@ -287,14 +293,15 @@ class TestBackward(TestCase):
             self.assertEqual(bool(aten_kernel_nodes(graph)), cpu and outer_gather, msg=(isize, osize))
             with generated_code():
                 graph = make_fx(lambda g: TABLE[op](g, osize, [2, 3] + isize), decomposition_table=TABLE)(g)
-            slices = any(n.target == torch.ops.aten.cat.default for n in graph.graph.nodes)
+            slices = slice_sums(graph) > 0
             self.assertEqual(slices, cpu or len(osize) > 1, msg=(isize, osize))  # CUDA: 2d, 3d
 
     def test_outer_short_periods_with_symbolic_sizes(self, device):
         """With symbolic sizes, every dim whose windows repeat with a short period sums slices,
         outer dims too where each dim inside them gathers no index (backward.OUTER_PERIOD_DEVICES
         and OUTER_PERIOD_MAX_RANK, here this device and 3d): no gather, no ATen kernel; a dim
-        without a short period keeps the window gather and the dims outside it too."""
+        without a short period keeps the window gather and the dims outside it too, their
+        positions from one table where two dims gather (kernel_choice.window_table)."""
         cases = [  # isize, osize, concatenations (one per summed dim), gathered dims
             ([8, 10], [12, 15], 2, 0), ([4, 6, 8], [6, 9, 12], 3, 0), ([8, 5], [12, 10], 1, 0),
             ([8, 10], [12, 17], 0, 2), ([9, 10], [13, 15], 1, 1), ([200, 200], [300, 300], 2, 0),
@@ -311,13 +318,15 @@ class TestBackward(TestCase):
                 return TABLE[op](g, list(g.shape[2:]), list(x.shape))
 
             with generated_code(), mock.patch.object(backward_decompositions, "OUTER_PERIOD_DEVICES", devices), \
-                    mock.patch.object(backward_decompositions, "OUTER_PERIOD_MAX_RANK", 3):
+                    mock.patch.object(backward_decompositions, "OUTER_PERIOD_MAX_RANK", 3), \
+                    mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", devices):
                 graph = make_fx(backward, tracing_mode="symbolic")(g, x)
             msg = f"{isize} -> {osize} exact {exact} {dtype}"
             nodes = [n.target for n in graph.graph.nodes]
-            self.assertEqual(nodes.count(torch.ops.aten.cat.default), cats, msg)
+            self.assertEqual(slice_sums(graph), cats, msg)
             gathers = nodes.count(torch.ops.aten._unsafe_index.Tensor)
             self.assertEqual(gathers > 0, gathered > 0, msg)
+            self.assertEqual(nodes.count(torch.ops.decomps.index_table.default), int(gathered > 1), msg)
             expected = op(g, osize, [2, 3] + isize)
             actual = graph(g, x)
             self.assertEqual(actual.stride(), expected.stride(), msg=msg)
