@@ -42,3 +42,23 @@ def test_probe_main_writes_every_row(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(probes, "start_cuda_probe", lambda name: False)  # no CUDA: nothing written
     assert probes.probe_main("other_probe", rows, [str(tmp_path)]) == 1
     assert not (tmp_path / "other_probe.json").exists()
+
+
+def test_cpu_threads_probe_checks_and_times_every_variant(tmp_path, monkeypatch):
+    """Each variant compiles and matches eager (the probe asserts it), at small sizes."""
+    import json
+
+    import torch
+
+    from perf.probes import cpu_threads_probe
+
+    # Whole 16-lane vectors of a 4.3x gather: every variant's load form is generated.
+    monkeypatch.setattr(cpu_threads_probe, "ROWS", [((1, 2, 12, 130), (2, 30))])
+    threads = torch.get_num_threads()
+    argv = [str(tmp_path), "--threads", "1", "--inputs", "2", "--rounds", "1", "--calls", "2"]
+    assert cpu_threads_probe.main(argv) == 0
+    (record,) = json.loads((tmp_path / "cpu_threads_probe.json").read_text())
+    assert record["threads"] == 1 and record["inputs"] == 2
+    assert set(record["us"]) == {*cpu_threads_probe.VARIANTS, "eager"}
+    assert all(us > 0 for us in record["us"].values())
+    assert torch.get_num_threads() == threads
