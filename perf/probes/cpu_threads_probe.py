@@ -13,7 +13,8 @@ harness passes it; ``dynamic=True``), each compiled afresh per variant:
 * ``eager``.
 
 Interleaved rounds of back-to-back calls, best round per column (us per call); ``--inputs K``
-alternates K inputs so that every call reads memory (K * 75 MB) instead of the last level cache.
+alternates K inputs, so that with K of the 75 MB inputs every call reads memory instead of the
+last level cache.
 Every compiled result is checked against eager (``torch.equal``). Writes
 ``OUT_DIR/cpu_threads_probe.json`` and prints one line per row.
 """
