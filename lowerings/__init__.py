@@ -6,9 +6,10 @@ every nearest upsample reaching Inductor is lowered from our aten graph, adds th
 the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
 tables (``index_tables``), three code generation facts (``divisibility``,
 ``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
-kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``) and the vector loads and stores of the package's CPU gathers
-(``cpu_gathers``). It returns a callable that restores Inductor's stock
-state exactly.
+kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``), the
+vector loads and stores of the package's CPU gathers (``cpu_gathers``) and each OpenMP thread's
+own copy of the package's C++ kernels' sizes (``cpu_sizes``). It returns a callable that
+restores Inductor's stock state exactly.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import aten_kernels, cpu_gathers, divisibility, index_tables, package_kernels, positive_sizes, repeat, size_variants
+from . import aten_kernels, cpu_gathers, cpu_sizes, divisibility, index_tables, package_kernels, positive_sizes, repeat, size_variants
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -82,6 +83,7 @@ def codegen_hooks() -> dict[str, object]:
     return {
         "CppVecKernel._load_or_store_non_contiguous": cpp.CppVecKernel.__dict__.get("_load_or_store_non_contiguous"),
         "CppKernelProxy.codegen_nodes": cpp.CppKernelProxy.__dict__.get("codegen_nodes"),
+        "KernelGroup.codegen_group": cpp.KernelGroup.__dict__.get("codegen_group"),
         "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
@@ -107,6 +109,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     if not missing_codegen_hooks():
         undo += [divisibility.install(), positive_sizes.install(), package_kernels.install(), size_variants.install()]
     undo.append(cpu_gathers.install())
+    undo.append(cpu_sizes.install())
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()
 
