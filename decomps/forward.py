@@ -44,8 +44,9 @@ def _slice_strided(x: Tensor, dim: int, osize, p: Pattern) -> Tensor:
 
 # Longest period (outputs) of the innermost dim that becomes slices, and from which rank on,
 # per device type: Inductor's C++ backend copies each slice of a cat with strided loops, where
-# a gather loads element by element through a buffer (docs/perf.md, finding 3); on CUDA the
-# cat is one masked kernel, slower than the gather with static shapes (perf/probes/period_probe.py).
+# a gather loads element by element through a buffer (docs/findings.md, finding 3; where its
+# gathers load whole vectors, kernel_choice.period_slices decides); on CUDA the cat is one masked
+# kernel, slower than the gather with static shapes (perf/probes/period_probe.py).
 MAX_PERIOD_SLICES = 8
 PERIOD_MIN_RANK = {"cpu": 1}
 
@@ -94,7 +95,8 @@ def upsample_nearest(
     period = None
     sliceable = n >= PERIOD_MIN_RANK.get(input.device.type, math.inf)
     sliceable = sliceable and memory_format == torch.contiguous_format
-    if sliceable and patterns[-1] is None and all(p is not None for p in patterns[:-1]):
+    outer_views = all(p is not None for p in patterns[:-1])
+    if sliceable and patterns[-1] is None and outer_views and kernel_choice.period_slices(input, patterns):
         # The innermost dim only, and only where no outer dim gathers: the slices then make the
         # output in one pass (two with a repeat); before an outer gather they would be an extra
         # pass over memory (3d x1.5 at 2 threads: 0.81x the gather alone).

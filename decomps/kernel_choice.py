@@ -105,6 +105,25 @@ def aten_forward(input: Tensor, patterns) -> bool:
     return input.dtype == torch.uint8 and not _wide_vectors() and _few_channels(input, patterns)
 
 
+def period_slices(input: Tensor, patterns) -> bool:
+    """Whether the forward cuts the innermost dim's short period into slices
+    (``forward._slice_periods``) rather than gathering it, where every outer dim is a view
+    (``patterns[:-1]``): unless an outer dim repeats and the dtype's gathers load whole vectors
+    (``cpu_gathers.vector_dtypes()``).
+
+    Where no outer dim repeats, the slices' cat is the output, written once; the slices win or
+    tie. Where one repeats, the cat is a buffer that the repeat copies again, while a vector
+    gather writes each output once. float32, AVX512, symbolic size, us, slices / gather (eager):
+    (4,3,300,400)->(600,700) 2 threads 810-830 / 585 (856), 1 thread 1375-1442 / 868-1006
+    (1830); (1,3,300,400)->(600,700) 2 threads 163 / 122 (218); no repeat: (4,64,4000) x1.5
+    1 thread 352 / 476 (532), (4,3,1200,1300)->(200,300) 2 threads 193 / 189 (219)
+    (docs/design.md, "Kernel choice").
+    """
+    if any(p.kind == "repeat" for p in patterns[:-1]):
+        return input.dtype not in cpu_gathers.vector_dtypes()
+    return True
+
+
 def sizes_at_launch(tensor: Tensor, *numels) -> bool:
     """Whether the package's kernels over ``tensor`` and buffers of ``numels`` elements see
     symbolic sizes as constants: on a device of ``SIZE_VARIANT_DEVICES`` whose kernels will

@@ -539,6 +539,52 @@ def test_index_tables_for_the_harness_cpu_rows(vector_bits):
     assert seen == set(INDEX_TABLE_ROWS)
 
 
+def _period_slices(case: perf_cases.Case) -> bool:
+    """Whether the forward of a harness row cuts a short period into slices (a ``cat``), traced
+    with symbolic sizes."""
+    x = torch.empty(case.shape, dtype=getattr(torch, case.dtype),
+                    memory_format=getattr(torch, case.memory_format))
+    o = torch.empty(case.osize, dtype=torch.uint8)
+
+    def fn(x, o):
+        if case.scale_factor is not None:
+            return F.interpolate(x, scale_factor=case.scale_factor, mode=case.mode)
+        size = case.osize if case.call_form == "literal" else tuple(o.shape)
+        return F.interpolate(x, size=size, mode=case.mode)
+
+    graph = make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o)
+    return any(n.target == aten.cat.default for n in graph.graph.nodes)
+
+
+# Harness CPU rows whose forward cuts the innermost period into slices (contiguous, a symbolic
+# output size: a literal one is static while the input's is symbolic, and the period's ratio
+# guard would pin the input size): (input spatial size, output size, dtype) -> (narrow, wide
+# vectors). 1300 -> 300 has a period of 3 outputs, but its H (1200 -> 200) gathers with symbolic
+# sizes, so W gathers too. 400 -> 700 under a repeated H: the slices' cat is a buffer the repeat
+# copies again, and float32 gathers with wide vectors write each output once
+# (kernel_choice.period_slices).
+PERIOD_SLICE_ROWS = {
+    ((1200, 1300), (200, 300), "uint8"): (False, False),
+    ((1200, 1300), (200, 300), "float32"): (False, False),
+    ((300, 400), (600, 700), "uint8"): (True, True),
+    ((300, 400), (600, 700), "float32"): (True, False),
+}
+
+
+def test_period_slices_for_the_harness_cpu_rows(vector_bits):
+    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
+    seen = set()
+    for case in perf_cases.make_cases("cpu"):
+        if case.kind != "interp":
+            continue
+        key = (case.shape[2:], case.osize, case.dtype)
+        expected = key in PERIOD_SLICE_ROWS and case.memory_format == perf_cases.CONTIGUOUS
+        expected = expected and case.call_form == "symbolic" and PERIOD_SLICE_ROWS[key][wide]
+        seen.add(key)
+        assert _period_slices(case) == expected, case.name
+    assert set(PERIOD_SLICE_ROWS) <= seen
+
+
 @pytest.mark.parametrize("rank", [2, 3])
 def test_few_channel_gathers_are_eager_exactly(vector_bits, rank, fresh_compiles):
     """Channels-last gathers of 3 channels (rows, ATen's kernel or per pixel, by dtype and vector

@@ -6,8 +6,9 @@ Along an innermost dim whose map repeats every ``p`` inputs / ``q`` outputs the 
 the input into the ``q`` slices of each period and concatenate them (forward), or sum slices of
 each period of the gradient (backward), instead of gathering through an index. It does so from
 the rank ``decomps.forward.PERIOD_MIN_RANK`` / ``decomps.backward.PERIOD_MIN_RANK`` give the
-device type (forward: CPU; backward: CPU, CUDA from 2d). This probe times both forms on one
-device, slices in every rank or nowhere on it, by setting those tables for the run:
+device type (forward: CPU, where ``decomps.kernel_choice.period_slices`` agrees; backward: CPU,
+CUDA from 2d). This probe times both forms on one device, slices in every rank (and under outer
+repeats) or nowhere on it, by setting those tables and that rule for the run:
 ``torch.compile`` (static and ``dynamic=True``), forward and forward + backward, every result
 checked against eager (forward ``torch.equal``, gradients ``allclose``). Writes
 ``OUT_DIR/period_probe.json`` and prints a table.
@@ -23,9 +24,10 @@ import torch
 import torch.nn.functional as F
 
 import decomps  # noqa: F401  (installs)
-from decomps import backward, forward
+from decomps import backward, forward, kernel_choice
 
 DEFAULTS = {forward: dict(forward.PERIOD_MIN_RANK), backward: dict(backward.PERIOD_MIN_RANK)}
+PERIOD_SLICES = kernel_choice.period_slices
 CUDA_CASES = [  # shape, interpolate kwargs, dtype
     ((8, 64, 200, 200), {"scale_factor": 1.5}, torch.float16),
     ((2, 32, 64, 64, 64), {"scale_factor": 1.5}, torch.float32),
@@ -51,10 +53,11 @@ def _timer(fn, device: str) -> float:
 
 
 def _set_slices(on: bool, device: str) -> None:
-    """Slices on ``device`` in every rank (on), or nowhere on it (off)."""
+    """Slices on ``device`` in every rank and under outer repeats (on), or nowhere on it (off)."""
     for module in (forward, backward):
         module.PERIOD_MIN_RANK = {**DEFAULTS[module], device: 1} if on else {
             t: r for t, r in DEFAULTS[module].items() if t != device}
+    kernel_choice.period_slices = (lambda input, patterns: True) if on else PERIOD_SLICES
 
 
 def run(out_dir: Path, device: str) -> list[dict]:
@@ -95,6 +98,7 @@ def run(out_dir: Path, device: str) -> list[dict]:
                 print(row, flush=True)
     for module, default in DEFAULTS.items():
         module.PERIOD_MIN_RANK = default
+    kernel_choice.period_slices = PERIOD_SLICES
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "period_probe.json").write_text(json.dumps(rows, indent=1))
     return rows
