@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import time
+import types
 from pathlib import Path
 from unittest import mock
 
@@ -57,15 +58,18 @@ VARIANTS = {
 }
 
 
-def _compiled(f, patches: dict, x, kwargs):
-    """``torch.compile(f, dynamic=True)``, traced and compiled (three calls) under ``patches``."""
+def _compiled(f, name: str, patches: dict, x, kwargs):
+    """``torch.compile`` of a copy of ``f`` with a code object of its own (Dynamo keeps compiled
+    graphs per code object: copies sharing one would run one variant's graph), ``dynamic=True``,
+    traced and compiled (three calls) under ``patches``."""
     from torch._inductor.utils import fresh_inductor_cache
 
-    torch._dynamo.reset()
+    code = f.__code__.replace(co_name=f"{f.__name__}_{name}")
+    own = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
     with fresh_inductor_cache(), contextlib.ExitStack() as stack:
-        for (owner, name), value in patches.items():
-            stack.enter_context(mock.patch.object(owner, name, value))
-        compiled = torch.compile(f, dynamic=True)
+        for (owner, attribute), value in patches.items():
+            stack.enter_context(mock.patch.object(owner, attribute, value))
+        compiled = torch.compile(own, dynamic=True)
         for _ in range(3):
             compiled(x, kwargs)
     return compiled
@@ -79,7 +83,8 @@ def measure(threads: int, shape, size, inputs: int, rounds: int, calls: int) -> 
     def f(x, kwargs):
         return F.interpolate(x, **kwargs)
 
-    columns = {name: _compiled(f, patches, xs[0], kwargs) for name, patches in VARIANTS.items()}
+    torch._dynamo.reset()
+    columns = {name: _compiled(f, name, patches, xs[0], kwargs) for name, patches in VARIANTS.items()}
     for name, compiled in columns.items():
         assert torch.equal(compiled(xs[0], kwargs), f(xs[0], kwargs)), name
     columns["eager"] = f

@@ -62,3 +62,26 @@ def test_cpu_threads_probe_checks_and_times_every_variant(tmp_path, monkeypatch)
     assert set(record["us"]) == {*cpu_threads_probe.VARIANTS, "eager"}
     assert all(us > 0 for us in record["us"].values())
     assert torch.get_num_threads() == threads
+
+
+def test_cpu_threads_probe_columns_keep_their_own_graphs():
+    """Each variant compiles a code object of its own, whose graph stays in Dynamo's cache after
+    the next variant compiles: columns sharing one would all run the last variant's graph."""
+    import torch
+    import torch.nn.functional as F
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from perf.probes import cpu_threads_probe
+
+    def f(x, kwargs):
+        return F.interpolate(x, **kwargs)
+
+    x, kwargs = torch.randn(1, 2, 12, 130), {"size": (2, 30), "mode": "nearest"}
+    torch._dynamo.reset()
+    columns = {name: cpu_threads_probe._compiled(f, name, patches, x, kwargs)
+               for name, patches in cpu_threads_probe.VARIANTS.items()}
+    codes = [c._torchdynamo_orig_callable.__code__ for c in columns.values()]
+    assert len(set(map(id, codes))) == len(codes)
+    assert all(len(_debug_get_cache_entry_list(code)) == 1 for code in codes)
+    for compiled in columns.values():
+        assert torch.equal(compiled(x, kwargs), f(x, kwargs))
