@@ -496,18 +496,25 @@ def test_few_channels_rule(vector_bits):
         assert not kernel_choice.aten_forward(cl(3, torch.uint8), gather)
 
 
-def _index_tables(case: perf_cases.Case) -> int:
-    """How many index tables the forward of a harness row loads, traced with symbolic sizes."""
+def _forward_graph(case: perf_cases.Case):
+    """The forward of a harness row, traced with symbolic sizes as ``torch.compile(dynamic=True)``
+    traces it (the symbolic call form's output size from a tensor's shape)."""
     x = torch.empty(case.shape, dtype=getattr(torch, case.dtype),
                     memory_format=getattr(torch, case.memory_format))
     o = torch.empty(case.osize, dtype=torch.uint8)
 
     def fn(x, o):
+        if case.scale_factor is not None:
+            return F.interpolate(x, scale_factor=case.scale_factor, mode=case.mode)
         size = case.osize if case.call_form == "literal" else tuple(o.shape)
         return F.interpolate(x, size=size, mode=case.mode)
 
-    graph = make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o)
-    return sum(str(n.target) == "decomps.index_table.default" for n in graph.graph.nodes)
+    return make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o).graph
+
+
+def _index_tables(case: perf_cases.Case) -> int:
+    """How many index tables the forward of a harness row loads."""
+    return sum(str(n.target) == "decomps.index_table.default" for n in _forward_graph(case).nodes)
 
 
 # Index tables of harness CPU rows, both call forms: (input spatial size, output size, dtype,
@@ -540,20 +547,8 @@ def test_index_tables_for_the_harness_cpu_rows(vector_bits):
 
 
 def _period_slices(case: perf_cases.Case) -> bool:
-    """Whether the forward of a harness row cuts a short period into slices (a ``cat``), traced
-    with symbolic sizes."""
-    x = torch.empty(case.shape, dtype=getattr(torch, case.dtype),
-                    memory_format=getattr(torch, case.memory_format))
-    o = torch.empty(case.osize, dtype=torch.uint8)
-
-    def fn(x, o):
-        if case.scale_factor is not None:
-            return F.interpolate(x, scale_factor=case.scale_factor, mode=case.mode)
-        size = case.osize if case.call_form == "literal" else tuple(o.shape)
-        return F.interpolate(x, size=size, mode=case.mode)
-
-    graph = make_fx(fn, decomposition_table=TABLE, tracing_mode="symbolic")(x, o)
-    return any(n.target == aten.cat.default for n in graph.graph.nodes)
+    """Whether the forward of a harness row cuts a short period into slices (a ``cat``)."""
+    return any(n.target == aten.cat.default for n in _forward_graph(case).nodes)
 
 
 # Harness CPU rows whose forward cuts the innermost period into slices (contiguous, a symbolic
