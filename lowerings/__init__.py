@@ -7,8 +7,9 @@ the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``
 tables (``index_tables``), three code generation facts (``divisibility``,
 ``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
 kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``), the
-vector loads and stores of the package's CPU gathers (``cpu_gathers``) and each OpenMP thread's
-own copy of the package's C++ kernels' sizes (``cpu_sizes``). It returns a callable that
+vector loads and stores of the package's CPU gathers (``cpu_gathers``), unmasked stores of its
+C++ kernels' short vectors (``cpu_stores``) and each OpenMP thread's own copy of those kernels'
+sizes (``cpu_sizes``). It returns a callable that
 restores Inductor's stock state exactly.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import aten_kernels, cpu_gathers, cpu_sizes, divisibility, index_tables, package_kernels, positive_sizes, repeat, size_variants
+from . import aten_kernels, cpu_gathers, cpu_sizes, cpu_stores, divisibility, index_tables, package_kernels, positive_sizes, repeat, size_variants
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -83,6 +84,7 @@ def codegen_hooks() -> dict[str, object]:
     return {
         "CppVecKernel._load_or_store_non_contiguous": cpp.CppVecKernel.__dict__.get("_load_or_store_non_contiguous"),
         "CppKernelProxy.codegen_nodes": cpp.CppKernelProxy.__dict__.get("codegen_nodes"),
+        "CppVecKernel._get_store_line": cpp.CppVecKernel.__dict__.get("_get_store_line"),
         "KernelGroup.codegen_group": cpp.KernelGroup.__dict__.get("codegen_group"),
         "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
@@ -109,6 +111,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     if not missing_codegen_hooks():
         undo += [divisibility.install(), positive_sizes.install(), package_kernels.install(), size_variants.install()]
     undo.append(cpu_gathers.install())
+    undo.append(cpu_stores.install())
     undo.append(cpu_sizes.install())
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()

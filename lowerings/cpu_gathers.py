@@ -71,6 +71,12 @@ def vector_dtypes() -> tuple[torch.dtype, ...]:
     return (torch.float32,) if available() else ()
 
 
+def in_package_kernel() -> bool:
+    """Whether the C++ kernel being generated holds a package node (set by ``codegen_nodes``
+    while this path is installed)."""
+    return _PACKAGE_KERNEL.get()
+
+
 def holds_package_node(nodes) -> bool:
     """Whether any of a C++ kernel's scheduler nodes was traced from a nearest-upsample op."""
     return bool(package_kernels.package_buffers(nodes))
