@@ -267,6 +267,8 @@ def channel_rows(input: Tensor, patterns) -> bool:
     few channels; a row's table-driven loads fill whole vectors. With narrower vectors (AVX2) the
     masked float32 pixel is the faster one, and uint8 runs ATen's kernel (``aten_forward``).
     """
+    if input.device.type not in FEW_CHANNELS_DEVICES:  # before asking the CPU's vector width
+        return False
     if input.dtype in (torch.bfloat16, torch.float16) or (_wide_vectors() and input.dtype.itemsize <= 4):
         return _few_channels(input, patterns)
     return False

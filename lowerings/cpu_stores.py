@@ -71,9 +71,10 @@ def get_store_line(self, value, var, index, dtype, accu_store=False):
 
 
 def install() -> Callable[[], None]:
-    """Installed where the package's gathers' path is (AVX512, whose masked stores this
-    replaces); returns the undo."""
-    if missing_hooks() or not cpu_gathers.available():
+    """Installed with the package's gathers' hooks; a store changes only in a kernel they mark
+    (``cpu_gathers.in_package_kernel``: a package node, AVX512, whose masked stores this
+    replaces). Returns the undo."""
+    if missing_hooks() or cpu_gathers.missing_hooks():
         return lambda: None
     from torch._inductor.codegen import cpp
 

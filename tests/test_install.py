@@ -211,5 +211,54 @@ class TestOnDiskCaches(TestCase):
         self.assertEqual([never["tag"], uninstalled["tag"]], ["", ""])
 
 
+# Counts Inductor's builds of its ISA probe programs (``cpu_vec_isa.VecISA.check_build``) in a
+# process with a fresh Inductor cache, after ``import decomps`` and after compiling ``argv[1]``.
+_ISA_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    import torch.nn.functional as F
+    from torch._inductor import cpu_vec_isa
+
+    built = []
+    stock = cpu_vec_isa.VecISA.check_build
+    cpu_vec_isa.VecISA.check_build = lambda self, code: built.append(self) or stock(self, code)
+    import decomps
+    assert decomps.is_installed()
+    at_import = len(built)
+    if sys.argv[1] == "cuda":
+        # float32 channels-last of few channels: on CPU a choice that reads the vector width
+        x = torch.randn(1, 3, 20, 30, device="cuda").to(memory_format=torch.channels_last)
+        x.requires_grad_(True)
+        fn = torch.compile(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), dynamic=True)
+        torch.autograd.grad(fn(x), x, torch.ones(1, 3, 30, 45, device="cuda"))
+    print(json.dumps({"at_import": at_import, "after_compile": len(built)}))
+    """
+)
+
+
+class TestImportCost(TestCase):
+    """Picking Inductor's CPU ISA builds and loads a probe program per candidate (6.7 s of
+    ``import decomps`` with a fresh cache on the CPU machine): it waits for a C++ kernel."""
+
+    def _probe(self, device: str) -> dict:
+        with tempfile.TemporaryDirectory() as cache_dir:
+            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
+            result = subprocess.run(
+                [sys.executable, "-c", _ISA_PROBE, device], env=env, capture_output=True, text=True,
+                timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            )
+        self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def test_import_picks_no_cpu_isa(self):
+        self.assertEqual(self._probe("none"), {"at_import": 0, "after_compile": 0})
+
+    if torch.cuda.is_available():
+
+        def test_cuda_compile_picks_no_cpu_isa(self):
+            self.assertEqual(self._probe("cuda"), {"at_import": 0, "after_compile": 0})
+
+
 if __name__ == "__main__":
     run_tests()
