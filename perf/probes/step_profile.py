@@ -3,11 +3,17 @@
 Usage (CUDA only): ``python -m perf.probes.step_profile OUT_DIR CASE [--stock] [--dynamic]``
 
 CASE is ``x1.5`` or ``x1.5-cl`` (forward + ``torch.autograd.grad`` of a 1.5x nearest upsample of
-(8, 64, 200, 200) float16, contiguous or channels-last) or ``fpn-neck`` (the harness's FPN neck
-train step, bfloat16). ``--stock`` runs without the package (never imported in that process).
-Prints, and writes to ``OUT_DIR/step_profile-<case>-<pr|stock>-<static|dynamic>.txt``, the
-``do_bench`` time of the whole step and ``torch.profiler``'s CUDA time per kernel over 20 steps:
-the gap between the two is host time (autograd, launches).
+(8, 64, 200, 200) float16, contiguous or channels-last), ``fpn-neck`` (the harness's FPN neck
+train step, bfloat16), or one of the harness's static fused training steps and its empty step,
+each with the forward compiled and ``torch.autograd.grad`` called as the harness calls it:
+``fpn-merge``, ``fpn-merge-cl``, ``unet-skip``, ``unet-skip-cl`` (bfloat16, (8, 256, 128, 128) x2,
+nearest) and ``empty`` (``x * 2`` on 8 elements). ``--stock`` runs without the package (never
+imported in that process). Prints, and writes to
+``OUT_DIR/step_profile-<case>-<pr|stock>-<static|dynamic>.txt``, the ``do_bench`` time of the
+whole step, the host's time per step (steps launched without waiting for the GPU, the lowest and
+the median of rounds), steps back to back, and ``torch.profiler``'s CUDA time per kernel over 20
+steps: where the host's time per step exceeds the kernels', the step is host time (autograd,
+launches).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import sys
 from pathlib import Path
 
 STEPS = 20
+HOST_ROUNDS, HOST_STEPS = 7, 50
 
 
 def _x15_step(channels_last: bool):
@@ -53,6 +60,69 @@ def _neck_step():
     return step, tuple(features)
 
 
+def _fused_step(kind: str, channels_last: bool, dynamic: bool):
+    """The harness's fused fwd+bwd row (``perf.bench._fused_workload``), forward compiled."""
+    import torch
+    import torch.nn.functional as F
+
+    def fpn_merge(lateral, top):
+        return lateral + F.interpolate(top, scale_factor=2.0, mode="nearest")
+
+    def unet_skip(skip, x):
+        return torch.cat([skip, F.interpolate(x, scale_factor=2.0, mode="nearest")], 1)
+
+    forward = fpn_merge if kind == "fpn-merge" else unet_skip
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    full_res, low_res = (
+        torch.randn(shape, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
+        for shape in ((8, 256, 256, 256), (8, 256, 128, 128))
+    )
+    inputs = (full_res.requires_grad_(True), low_res.requires_grad_(True))
+    with torch.no_grad():
+        grad_output = torch.randn_like(forward(*inputs))
+    compiled = torch.compile(forward, dynamic=dynamic)
+
+    def step(*inputs):
+        return torch.autograd.grad(compiled(*inputs), inputs, grad_output)
+
+    return step, inputs
+
+
+def _empty_step(dynamic: bool):
+    """The harness's empty compiled training step (``x * 2`` on 8 elements)."""
+    import torch
+
+    x = torch.randn(8, device="cuda", requires_grad=True)
+    grad_output = torch.ones(8, device="cuda")
+    compiled = torch.compile(lambda x: x * 2, dynamic=dynamic)
+
+    def step(x):
+        return torch.autograd.grad(compiled(x), x, grad_output)
+
+    return step, (x,)
+
+
+def _host_per_step(step, args) -> tuple[float, float, float]:
+    """us per step: the host's (steps launched without waiting; lowest and median round) and
+    back to back (the same steps up to the GPU's end; lowest round)."""
+    import statistics
+    import time
+
+    import torch
+
+    host, back_to_back = [], []
+    for _ in range(HOST_ROUNDS):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(HOST_STEPS):
+            step(*args)
+        launched = time.perf_counter()
+        torch.cuda.synchronize()
+        host.append((launched - start) / HOST_STEPS * 1e6)
+        back_to_back.append((time.perf_counter() - start) / HOST_STEPS * 1e6)
+    return min(host), statistics.median(host), min(back_to_back)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, case = Path(argv[0]), argv[1]
@@ -63,19 +133,33 @@ def main(argv=None) -> int:
     from torch.profiler import ProfilerActivity, profile
     from triton.testing import do_bench
 
-    step, args = {"x1.5": lambda: _x15_step(False), "x1.5-cl": lambda: _x15_step(True),
-                  "fpn-neck": _neck_step}[case]()
-    compiled = torch.compile(step, dynamic=dynamic)
+    harness_steps = {
+        "fpn-merge": lambda: _fused_step("fpn-merge", False, dynamic),
+        "fpn-merge-cl": lambda: _fused_step("fpn-merge", True, dynamic),
+        "unet-skip": lambda: _fused_step("unet-skip", False, dynamic),
+        "unet-skip-cl": lambda: _fused_step("unet-skip", True, dynamic),
+        "empty": lambda: _empty_step(dynamic),
+    }
+    if case in harness_steps:
+        compiled, args = harness_steps[case]()
+    else:
+        step, args = {"x1.5": lambda: _x15_step(False), "x1.5-cl": lambda: _x15_step(True),
+                      "fpn-neck": _neck_step}[case]()
+        compiled = torch.compile(step, dynamic=dynamic)
     for _ in range(5):
         compiled(*args)
     step_us = do_bench(lambda: compiled(*args), warmup=50, rep=300) * 1000
+    host_low, host_median, back_to_back = _host_per_step(compiled, args)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(STEPS):
             compiled(*args)
         torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=80)
+    kernels = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) / STEPS
     report = f"{case} {'stock' if stock else 'PR'} dynamic={dynamic}: step {step_us:.1f} us " \
-             f"(do_bench); CUDA time per kernel over {STEPS} steps:\n{table}\n"
+             f"(do_bench); host per step {host_low:.1f} us (median of rounds {host_median:.1f}), " \
+             f"back to back {back_to_back:.1f}; CUDA kernels per step {kernels:.1f} us; " \
+             f"CUDA time per kernel over {STEPS} steps:\n{table}\n"
     print(report)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = f"step_profile-{case}-{'stock' if stock else 'pr'}-{'dynamic' if dynamic else 'static'}.txt"
