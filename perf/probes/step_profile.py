@@ -5,9 +5,9 @@ Usage (CUDA only): ``python -m perf.probes.step_profile OUT_DIR CASE [--stock] [
 CASE is ``x1.5`` or ``x1.5-cl`` (forward + ``torch.autograd.grad`` of a 1.5x nearest upsample of
 (8, 64, 200, 200) float16, contiguous or channels-last), ``fpn-neck`` (the harness's FPN neck
 train step, bfloat16), or one of the harness's static fused training steps and its empty step,
-each with the forward compiled and ``torch.autograd.grad`` called as the harness calls it:
-``fpn-merge``, ``fpn-merge-cl``, ``unet-skip``, ``unet-skip-cl`` (bfloat16, (8, 256, 128, 128) x2,
-nearest) and ``empty`` (``x * 2`` on 8 elements). ``--stock`` runs without the package (never
+built and compiled as the harness builds and compiles them: ``fpn-merge``, ``fpn-merge-cl``,
+``unet-skip``, ``unet-skip-cl`` (bfloat16, (8, 256, 128, 128) x2, nearest) and ``empty`` (``x * 2``
+on 8 elements). ``--stock`` runs without the package (never
 imported in that process). Prints, and writes to
 ``OUT_DIR/step_profile-<case>-<pr|stock>-<static|dynamic>.txt``, the ``do_bench`` time of the
 whole step, the host's time per step (steps launched without waiting for the GPU, the lowest and
@@ -60,46 +60,30 @@ def _neck_step():
     return step, tuple(features)
 
 
-def _fused_step(kind: str, channels_last: bool, dynamic: bool):
-    """The harness's fused fwd+bwd row (``perf.bench._fused_workload``), forward compiled."""
-    import torch
-    import torch.nn.functional as F
+def _harness_case(kind: str, channels_last: bool):
+    """The harness's fused fwd+bwd row of ``kind`` (``fpn_merge`` or ``unet_skip``), bfloat16, nearest."""
+    from perf.cases import make_cases
 
-    def fpn_merge(lateral, top):
-        return lateral + F.interpolate(top, scale_factor=2.0, mode="nearest")
-
-    def unet_skip(skip, x):
-        return torch.cat([skip, F.interpolate(x, scale_factor=2.0, mode="nearest")], 1)
-
-    forward = fpn_merge if kind == "fpn-merge" else unet_skip
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    full_res, low_res = (
-        torch.randn(shape, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=memory_format)
-        for shape in ((8, 256, 256, 256), (8, 256, 128, 128))
-    )
-    inputs = (full_res.requires_grad_(True), low_res.requires_grad_(True))
-    with torch.no_grad():
-        grad_output = torch.randn_like(forward(*inputs))
-    compiled = torch.compile(forward, dynamic=dynamic)
-
-    def step(*inputs):
-        return torch.autograd.grad(compiled(*inputs), inputs, grad_output)
-
-    return step, inputs
+    layout = "channels_last" if channels_last else "contiguous_format"
+    (case,) = [c for c in make_cases("cuda", modes=("nearest",), backward=True)
+               if c.kind == kind and c.backward and c.memory_format == layout]
+    return case
 
 
-def _empty_step(dynamic: bool):
-    """The harness's empty compiled training step (``x * 2`` on 8 elements)."""
+def _harness_step(kind: str, channels_last: bool, dynamic: bool):
+    """A fused row's training step (``_harness_case``) or, for ``empty``, the harness's empty one,
+    built (``perf.bench``) and compiled as the harness builds and compiles them."""
     import torch
 
-    x = torch.randn(8, device="cuda", requires_grad=True)
-    grad_output = torch.ones(8, device="cuda")
-    compiled = torch.compile(lambda x: x * 2, dynamic=dynamic)
+    from perf import bench
 
-    def step(x):
-        return torch.autograd.grad(compiled(x), x, grad_output)
-
-    return step, (x,)
+    if kind == "empty":
+        x = torch.zeros(bench.OVERHEAD_SHAPE, device="cuda", requires_grad=True)
+        grad_output = torch.ones(bench.OVERHEAD_SHAPE, device="cuda")
+        work = bench.Workload(lambda x: x * 2, (x,), wrt=(x,), grad_outputs=(grad_output,))
+    else:
+        work = bench.build_workload(_harness_case(kind, channels_last))
+    return work.runner(torch.compile(work.forward, dynamic=dynamic)), work.args
 
 
 def _host_per_step(step, args) -> tuple[float, float, float]:
@@ -134,14 +118,11 @@ def main(argv=None) -> int:
     from triton.testing import do_bench
 
     harness_steps = {
-        "fpn-merge": lambda: _fused_step("fpn-merge", False, dynamic),
-        "fpn-merge-cl": lambda: _fused_step("fpn-merge", True, dynamic),
-        "unet-skip": lambda: _fused_step("unet-skip", False, dynamic),
-        "unet-skip-cl": lambda: _fused_step("unet-skip", True, dynamic),
-        "empty": lambda: _empty_step(dynamic),
+        "fpn-merge": ("fpn_merge", False), "fpn-merge-cl": ("fpn_merge", True),
+        "unet-skip": ("unet_skip", False), "unet-skip-cl": ("unet_skip", True), "empty": ("empty", False),
     }
     if case in harness_steps:
-        compiled, args = harness_steps[case]()
+        compiled, args = _harness_step(*harness_steps[case], dynamic)
     else:
         step, args = {"x1.5": lambda: _x15_step(False), "x1.5-cl": lambda: _x15_step(True),
                       "fpn-neck": _neck_step}[case]()

@@ -85,3 +85,14 @@ def test_cpu_threads_probe_columns_keep_their_own_graphs():
     assert all(len(_debug_get_cache_entry_list(code)) == 1 for code in codes)
     for compiled in columns.values():
         assert torch.equal(compiled(x, kwargs), f(x, kwargs))
+
+
+@pytest.mark.parametrize("kind", ["fpn_merge", "unet_skip"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_step_profile_times_the_harness_rows(kind, channels_last):
+    """step_profile's fused steps are the harness's rows (the matrix has exactly one of each)."""
+    from perf.probes import step_profile
+
+    case = step_profile._harness_case(kind, channels_last)
+    layout = "channels_last" if channels_last else "contiguous_format"
+    assert case.name == f"{kind}+bwd nearest (8, 256, 128, 128)->(256, 256) bfloat16 {layout}"
