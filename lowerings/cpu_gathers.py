@@ -67,9 +67,14 @@ def missing_hooks() -> list[str]:
 def available() -> bool:
     """Whether this torch and machine take the path: its hooks exist and the C++ backend's vectors
     are ``VECTOR_BITS`` wide (asking picks Inductor's ISA)."""
+    return not missing_hooks() and _vectors_fit()
+
+
+def _vectors_fit() -> bool:
+    """Whether the C++ backend's vectors are ``VECTOR_BITS`` wide (asking picks Inductor's ISA)."""
     from . import cpu_vectors
 
-    return not missing_hooks() and cpu_vectors.vector_bits() >= VECTOR_BITS
+    return cpu_vectors.vector_bits() >= VECTOR_BITS
 
 
 def vector_dtypes() -> tuple[torch.dtype, ...]:
@@ -289,7 +294,7 @@ def load_or_store_non_contiguous(self, var, index, dtype, buffer=None, store_val
 def codegen_nodes(self, nodes):
     """``CppKernelProxy.codegen_nodes``, with the kernel marked where it holds a package node and
     the backend's vectors are the path's."""
-    token = _PACKAGE_KERNEL.set(holds_package_node(nodes) and available())
+    token = _PACKAGE_KERNEL.set(holds_package_node(nodes) and _vectors_fit())  # hooks: installed
     try:
         return _stock["codegen_nodes"](self, nodes)
     finally:

@@ -336,18 +336,25 @@ def measure_call_overhead(device: str, tag: str, *, dynamic: bool, num_threads: 
                          dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
 
 
-def measure_step_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
-                          repeat: int = 1) -> CaseResult:
-    """The host cost of one compiled training step: ``torch.autograd.grad(compiled(x), x, g)`` of a
-    one-op graph (``x * 2``), eager vs compiled; fwd+bwd rows faster than it in eager cannot be
-    won by a compiled call."""
+def empty_step_workload(device: str) -> Workload:
+    """The empty training step: ``torch.autograd.grad`` of a one-op graph (``x * 2``) on
+    ``OVERHEAD_SHAPE`` elements."""
 
     def double(x):
         return x * 2
 
     x = torch.zeros(OVERHEAD_SHAPE, device=device, requires_grad=True)
     grad_output = torch.ones(OVERHEAD_SHAPE, device=device)
-    work = Workload(double, (x,), wrt=(x,), grad_outputs=(grad_output,), check="allclose")
+    return Workload(double, (x,), wrt=(x,), grad_outputs=(grad_output,), check="allclose")
+
+
+def measure_step_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+                          repeat: int = 1) -> CaseResult:
+    """The host cost of one compiled training step: ``torch.autograd.grad(compiled(x), x, g)`` of a
+    one-op graph (``x * 2``), eager vs compiled; fwd+bwd rows faster than it in eager cannot be
+    won by a compiled call."""
+
+    work = empty_step_workload(device)
     return time_workload(work, f"{OVERHEAD_LABEL}, {device}", STEP_OVERHEAD_SUB_LABEL, "float32", device, tag,
                          dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
 

@@ -78,9 +78,7 @@ def _harness_step(kind: str, channels_last: bool, dynamic: bool):
     from perf import bench
 
     if kind == "empty":
-        x = torch.zeros(bench.OVERHEAD_SHAPE, device="cuda", requires_grad=True)
-        grad_output = torch.ones(bench.OVERHEAD_SHAPE, device="cuda")
-        work = bench.Workload(lambda x: x * 2, (x,), wrt=(x,), grad_outputs=(grad_output,))
+        work = bench.empty_step_workload("cuda")
     else:
         work = bench.build_workload(_harness_case(kind, channels_last))
     return work.runner(torch.compile(work.forward, dynamic=dynamic)), work.args
