@@ -96,3 +96,29 @@ def test_step_profile_times_the_harness_rows(kind, channels_last):
     case = step_profile._harness_case(kind, channels_last)
     layout = "channels_last" if channels_last else "contiguous_format"
     assert case.name == f"{kind}+bwd nearest (8, 256, 128, 128)->(256, 256) bfloat16 {layout}"
+
+
+def test_cpu_step_probe_splits_the_compiled_step(tmp_path):
+    """The probe checks the compiled gradient against eager's and splits the step into its two
+    graphs and the rest, at small sizes."""
+    import json
+
+    import torch
+
+    from perf.probes import cpu_step_probe
+
+    threads = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_step_probe, "ROWS", [((1, 2, 24, 26), (4, 6))])
+        assert cpu_step_probe.main([str(tmp_path), "--threads", "1", "--rounds", "2", "--steps", "2"]) == 0
+    (record,) = json.loads((tmp_path / "cpu_step_probe.json").read_text())
+    assert record["threads"] == 1 and record["shape"] == [1, 2, 24, 26]
+    assert set(record["us"]) == {"compiled step", "graphs called directly", "eager step",
+                                 "tiny twin, compiled step", "tiny twin, eager step"}
+    assert all(0 < us["best"] <= us["median"] for us in record["us"].values())
+    split = record["compiled step, median"]
+    assert split["forward graph"] > 0 and split["backward graph"] > 0
+    assert sum(split.values()) == pytest.approx(record["us"]["compiled step"]["median"], rel=0.5)
+    assert set(record["gradient addresses"]) == {"compiled step", "eager step"}
+    assert all(n >= 1 for n in record["gradient addresses"].values())
+    assert torch.get_num_threads() == threads

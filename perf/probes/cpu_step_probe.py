@@ -1,0 +1,171 @@
+"""A CPU training step split into its compiled graphs and the rest (docs/findings.md, finding 3,
+"the compiled step's own cost").
+
+Usage: ``python -m perf.probes.cpu_step_probe OUT_DIR [--threads 1 2] [--rounds R] [--steps S]``
+
+For each row (f32, contiguous, nearest, ``size`` through a kwargs dict as the harness passes it,
+``dynamic=True``) and thread count, interleaved rounds of ``S`` steps per column, us per step:
+
+* ``compiled step``: ``torch.autograd.grad`` of the compiled call, as the harness times it, with
+  the time spent inside its forward and backward graphs (``CompiledFxGraph`` calls) and the rest
+  (Dynamo, AOTAutograd's wrappers, the autograd engine, freeing the gradient);
+* ``graphs called directly``: the same two compiled graphs called one after the other with the
+  arguments the step passed them, outside autograd;
+* ``eager step``;
+* ``tiny twin``: the compiled and the eager step at a shape whose kernels take a few us, that
+  is the host cost of each kind of step.
+
+For the compiled and the eager step it also reports the minor page faults per step (memory the
+allocator gave back to the system and touches again) and how many addresses the gradient took.
+The compiled gradient is checked against eager's. Writes ``OUT_DIR/cpu_step_probe.json`` and
+prints one line per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+from unittest import mock
+
+import torch
+import torch.nn.functional as F
+
+import decomps  # noqa: F401  (installs)
+
+ROWS = [((1, 3, 1200, 1300), (200, 300))]
+TINY = ((1, 3, 12, 13), (2, 3))
+
+
+def _interp(x, kwargs):
+    return F.interpolate(x, **kwargs)
+
+
+def _step(fn, x, g, kwargs):
+    return lambda: torch.autograd.grad(fn(x, kwargs), x, g)
+
+
+def _inputs(shape, size):
+    x = torch.randn(shape, requires_grad=True)
+    return x, torch.randn(*shape[:2], *size), {"size": size, "mode": "nearest"}
+
+
+def _graphs(step):
+    """The compiled graphs one call of ``step`` runs, each with a copy of its arguments (graphs
+    clear the list they are given)."""
+    from torch._inductor.output_code import CompiledFxGraph
+
+    calls, stock = [], CompiledFxGraph.__call__
+
+    def record(self, inputs):
+        calls.append((self, list(inputs)))
+        return stock(self, inputs)
+
+    with mock.patch.object(CompiledFxGraph, "__call__", record):
+        step()
+    return calls
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def measure(threads: int, shape, size, rounds: int, steps: int) -> dict:
+    from torch._inductor.output_code import CompiledFxGraph
+
+    torch.set_num_threads(threads)
+    torch._dynamo.reset()
+    compiled = torch.compile(_interp, dynamic=True)
+    x, g, kwargs = _inputs(shape, size)
+    step = _step(compiled, x, g, kwargs)
+    for _ in range(3):
+        (grad,) = step()
+    torch.testing.assert_close(grad, torch.autograd.grad(_interp(x, kwargs), x, g)[0], rtol=0, atol=0)
+    (forward, forward_args), (backward, backward_args) = _graphs(step)
+
+    def graphs_directly():
+        out = forward(list(forward_args))
+        return out, backward(list(backward_args))
+
+    tiny_x, tiny_g, tiny_kwargs = _inputs(*TINY)
+    columns = {
+        "compiled step": step,
+        "graphs called directly": graphs_directly,
+        "eager step": _step(_interp, x, g, kwargs),
+        "tiny twin, compiled step": _step(compiled, tiny_x, tiny_g, tiny_kwargs),
+        "tiny twin, eager step": _step(_interp, tiny_x, tiny_g, tiny_kwargs),
+    }
+    for fn in columns.values():
+        fn()
+    times = {name: [] for name in columns}
+    inside = {"forward": 0.0, "backward": 0.0}
+    split = {"forward graph": [], "backward graph": [], "rest": []}
+    faults = {"compiled step": 0, "eager step": 0}
+    addresses = {"compiled step": set(), "eager step": set()}
+    stock = CompiledFxGraph.__call__
+
+    def timed(self, inputs):
+        start = time.perf_counter()
+        out = stock(self, inputs)
+        inside["backward" if self is backward else "forward"] += time.perf_counter() - start
+        return out
+
+    for _ in range(rounds):
+        for name, fn in columns.items():
+            patch = mock.patch.object(CompiledFxGraph, "__call__", timed) if name == "compiled step" else None
+            before = _faults()
+            if patch:
+                inside.update(forward=0.0, backward=0.0)
+                patch.start()
+            start = time.perf_counter()
+            for _ in range(steps):
+                out = fn()
+                if name in addresses:
+                    addresses[name].add(out[0].data_ptr())
+                del out
+            times[name].append((time.perf_counter() - start) / steps * 1e6)
+            if patch:
+                patch.stop()
+                parts = [inside["forward"] / steps * 1e6, inside["backward"] / steps * 1e6]
+                for key, us in zip(split, [*parts, times[name][-1] - sum(parts)]):
+                    split[key].append(us)
+            if name in faults:
+                faults[name] += _faults() - before
+    return {
+        "threads": threads,
+        "shape": list(shape),
+        "size": list(size),
+        "us": {name: {"best": round(min(t), 1), "median": round(statistics.median(t), 1)} for name, t in times.items()},
+        "compiled step, median": {part: round(statistics.median(us), 1) for part, us in split.items()},
+        "minor faults per step": {name: round(n / (rounds * steps), 1) for name, n in faults.items()},
+        "gradient addresses": {name: len(a) for name, a in addresses.items()},
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.probes.cpu_step_probe")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    threads_before = torch.get_num_threads()
+    try:
+        for threads in args.threads:
+            for shape, size in ROWS:
+                record = measure(threads, shape, size, args.rounds, args.steps)
+                records.append(record)
+                print(json.dumps(record), flush=True)
+    finally:
+        torch.set_num_threads(threads_before)
+    (args.out_dir / "cpu_step_probe.json").write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
