@@ -4,7 +4,7 @@ A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
 ``torch_config``, ``num_threads``, ``triton`` and ``test_results`` (a list of
 ``torch.utils.benchmark`` Measurements). Runs of this harness add optional
 keys, all keyed by ``(label, sub_label, description)`` where relevant:
-``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
+``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``, ``page_faults``,
 ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``, ``compiled_step_overhead_us``, ``tag``, ``device``,
 ``dynamic``, ``repeat``, ``call_forms``, ``package``, and ``processes`` in a pickle that
 ``merge_runs`` made from several runs of one tag.
@@ -39,6 +39,7 @@ class Row:
     pct_of_copy: float | None = None
     problem: str | None = None  # a correctness mismatch recorded by the run
     spread: dict | None = None  # {"min", "max", "n"} of the medians of the run's repeats
+    page_faults: float | None = None  # minor page faults per call in the kept round (CPU runs)
     # The run's, from the pickle's keys (None where a pickle, e.g. a seed one, lacks the key)
     torch_version: str | None = None
     device: str | None = None
@@ -121,6 +122,7 @@ def to_row(measurement, payload: dict) -> Row:
     row.pct_of_copy = roofline.get("pct_of_copy")
     row.problem = (payload.get("mismatches") or {}).get(row.key)
     row.spread = (payload.get("spread") or {}).get(row.key)
+    row.page_faults = (payload.get("page_faults") or {}).get(row.key)
     row.torch_version = payload.get("torch_version")
     row.device = payload.get("device")
     row.dynamic = payload.get("dynamic")
@@ -154,7 +156,7 @@ def merge_runs(paths: list, path) -> dict:
     """One pickle from several runs of one tag (``python -m perf --processes N``).
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
-    roofline and compile time; its spread spans every run's medians (and their repeats). A
+    roofline, compile time and page faults; its spread spans every run's medians (and their repeats). A
     mismatch or error in any run is kept. The empty-call overheads are the runs' lowest, like
     the columns. A process's state can decide a CPU row: the same kernel timed 345 us in one
     process and 570 us in another on a 2-core machine (docs/perf.md, "CPU").
@@ -189,6 +191,7 @@ def merge_runs(paths: list, path) -> dict:
     merged = {
         **payloads[0], "filepath": str(path), "test_results": [m for _, m, _ in best.values()],
         "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
+        "page_faults": from_best("page_faults"),
         "spread": spread, "mismatches": mismatches,
         "errors": [e for p in payloads for e in p.get("errors") or []],
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),

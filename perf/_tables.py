@@ -11,6 +11,8 @@ MISMATCH_MARK = "MISMATCH"
 # Below this eager time a compiled call's own host cost decides (the "Compiled call overhead" row).
 HOST_BOUND_SECONDS = 100e-6
 HOST_BOUND_MARK = "host-bound"
+# A cell shows its minor page faults per call from this many on (a 4 kB page each).
+PAGE_FAULTS_SHOWN = 1
 
 
 def host_bound_threshold(training_step: bool, step_overhead_seconds: float | None) -> float:
@@ -43,6 +45,8 @@ def format_cell(row: Row, scale: float) -> str:
         cell += f" (max +{100 * (row.spread['max'] / row.spread['min'] - 1):.0f}%)"
     if row.gbps is not None:
         cell += f" ({row.gbps:.0f} GB/s, {row.pct_of_copy:.0f}%)"
+    if row.page_faults is not None and row.page_faults >= PAGE_FAULTS_SHOWN:
+        cell += f" ({row.page_faults:.0f} pf)"
     if row.problem:
         cell += f" **{MISMATCH_MARK}**"
     return cell
@@ -56,6 +60,9 @@ def time_notes(rows: Sequence[Row], unit: str) -> str:
                  "--processes) is x% above the one shown (the lowest)")
     if any(r.gbps is not None for r in rows):
         note += "; (GB/s, %) = minimal bytes moved / time, and its % of the device-to-device copy bandwidth"
+    if any(r.page_faults is not None and r.page_faults >= PAGE_FAULTS_SHOWN for r in rows):
+        note += ("; (N pf) = minor page faults per call in the round shown: memory the allocator gave "
+                 "back to the system and the calls touched again")
     return note + "."
 
 

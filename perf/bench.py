@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+try:
+    import resource
+except ImportError:  # not on Windows: no page fault counts there
+    resource = None
 from dataclasses import dataclass, field
 
 import torch
@@ -79,6 +84,7 @@ class CaseResult:
     compile_seconds: dict = field(default_factory=dict)  # compiled column -> seconds of its first call
     spread: dict = field(default_factory=dict)  # column -> {"min", "max", "n"} of the repeats' medians
     roofline: dict = field(default_factory=dict)  # column -> {"bytes", "gbps", "pct_of_copy"}
+    page_faults: dict = field(default_factory=dict)  # CPU column -> minor page faults per call (kept round)
 
 
 class FPNNeck(nn.Module):
@@ -246,6 +252,17 @@ def workload_host_bound_seconds(work: Workload, step_overhead_seconds: float | N
     return host_bound_threshold(bool(work.wrt), step_overhead_seconds)
 
 
+def _minor_faults() -> int | None:
+    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def calls_of(measurement) -> int:
+    """The calls ``blocked_autorange`` made for ``measurement``: its timed blocks and the blocks of
+    1, 10, ... calls with which it chose their size."""
+    number = measurement.number_per_run
+    return number * len(measurement.raw_times) + (10 * number - 1) // 9
+
+
 def pick_best(measurements: list) -> tuple:
     """The Measurement with the lowest median, and the spread {"min", "max", "n"} of all medians."""
     medians = [m.median for m in measurements]
@@ -290,11 +307,16 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
 
     columns = {"Eager": eager, "Compiled": compiled_column("Compiled")}
     rounds: dict[str, list] = {kind: [] for kind in columns}
+    faults: dict[str, list] = {}  # CPU columns: minor page faults per call, per round
 
     def time_column(kind: str) -> None:
         timer = _timer(columns[kind], work.args, label, sub_label, f"{kind} ({torch.__version__}) {tag}",
                        num_threads)
+        before = _minor_faults()
         rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
+        # pages the allocator gave back and the calls touched again: they can decide a CPU row
+        if device == "cpu" and before is not None:
+            faults.setdefault(kind, []).append((_minor_faults() - before) / calls_of(rounds[kind][-1]))
 
     host_bound_seconds = workload_host_bound_seconds(work, step_overhead_seconds)
     for i in range(repeat):
@@ -305,10 +327,12 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
             columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, mode="reduce-overhead")
             rounds[REDUCE_OVERHEAD] = []
             time_column(REDUCE_OVERHEAD)
-    for measurements in rounds.values():
+    for kind, measurements in rounds.items():
         best, spread = pick_best(measurements)
         result.measurements.append(best)
         result.spread[best.task_spec.description] = spread
+        if faults.get(kind):
+            result.page_faults[best.task_spec.description] = faults[kind][measurements.index(best)]
     return result
 
 

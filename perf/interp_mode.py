@@ -184,6 +184,7 @@ class Collected:
     mismatches: dict = field(default_factory=dict)  # only Compiled columns: eager is the reference
     compile_seconds: dict = field(default_factory=dict)  # only Compiled columns
     spread: dict = field(default_factory=dict)
+    page_faults: dict = field(default_factory=dict)  # CPU columns
     errors: list = field(default_factory=list)
     compiled_call_overhead_us: float | None = None
     compiled_step_overhead_us: float | None = None
@@ -195,7 +196,8 @@ class Collected:
             key = (m.task_spec.label, m.task_spec.sub_label, description)
             for keyed, per_column in ((self.compile_seconds, result.compile_seconds),
                                       (self.roofline, result.roofline), (self.mismatches, result.problems),
-                                      (self.spread, result.spread)):
+                                      (self.spread, result.spread),
+                                      (self.page_faults, result.page_faults)):
                 if description in per_column:
                     keyed[key] = per_column[description]
 
@@ -214,7 +216,7 @@ class Collected:
 
     def pickle_keys(self) -> dict:
         return {"roofline": self.roofline, "mismatches": self.mismatches, "errors": self.errors,
-                "compile_seconds": self.compile_seconds, "spread": self.spread,
+                "compile_seconds": self.compile_seconds, "spread": self.spread, "page_faults": self.page_faults,
                 "compiled_call_overhead_us": self.compiled_call_overhead_us,
                 "compiled_step_overhead_us": self.compiled_step_overhead_us}
 

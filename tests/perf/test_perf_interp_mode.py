@@ -59,6 +59,8 @@ def test_one_case_nightly_run_end_to_end(tmp_path):
         spread = payload["spread"][key]
         assert spread["n"] == 2 and spread["min"] == m.median <= spread["max"]
     assert sorted(payload["compile_seconds"]) == sorted([keys[1], keys[3]])
+    assert sorted(payload["page_faults"]) == sorted(keys)  # a CPU run: every column
+    assert all(faults >= 0 for faults in payload["page_faults"].values())
     assert any(cache.iterdir()), "the run did not use the Inductor cache it was given"
 
 
@@ -537,3 +539,33 @@ def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_
     assert merged["PR"]["Compiled (v) PR"] == pytest.approx(3e-4)
     (table,) = tmp_path.glob("*-speedup.md")
     assert "1.33x" in table.read_text()  # 4e-4 / 3e-4
+
+
+def test_calls_of_counts_every_call_of_blocked_autorange():
+    import torch.utils.benchmark as benchmark
+
+    from perf import bench
+
+    calls = []
+    measurement = benchmark.Timer("f()", globals={"f": lambda: calls.append(1)}).blocked_autorange(min_run_time=0.02)
+    assert bench.calls_of(measurement) == len(calls)
+
+
+def test_cpu_columns_record_their_page_faults_per_call(monkeypatch):
+    """A call whose 64 MB buffer the allocator maps afresh faults every page of it; ``x + 1`` none."""
+    import torch
+
+    def fresh_buffer(x):
+        return torch.ones(16 << 20) + x.sum()
+
+    def add_one(x):
+        return x + 1
+
+    result, _ = _time_fake(monkeypatch, "cpu", fresh_buffer)
+    descriptions = [m.task_spec.description for m in result.measurements]
+    assert sorted(result.page_faults) == sorted(descriptions)
+    assert all(result.page_faults[d] > 8000 for d in descriptions)  # 16384 pages of 4 kB
+    result, _ = _time_fake(monkeypatch, "cpu", add_one)
+    assert all(faults < 1 for faults in result.page_faults.values())
+    result, _ = _time_fake(monkeypatch, "cuda", add_one)
+    assert result.page_faults == {}

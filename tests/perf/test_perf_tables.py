@@ -297,3 +297,19 @@ def test_merged_runs_keep_each_columns_lowest_median(tmp_path):
     assert run.extra["processes"] == 2 and run.extra["tag"] == "PR"
     assert merged["filepath"] == str(merged_path)
     assert "processes 2" in results_table.render([run])
+
+
+def test_page_faults_are_shown_and_merged_with_their_run(tmp_path):
+    label, path = "Interpolate, cpu", tmp_path / "pr.pkl"
+    eager, compiled = (label, SUB_F32, "Eager (v) PR"), (label, SUB_F32, "Compiled (v) PR")
+    save_run(path, [measurement(*eager, 2e-3), measurement(*compiled, 1e-3)],
+             page_faults={eager: 0.2, compiled: 4570.4})
+    table = results_table.render([load_run(path)])
+    row = next(line for line in table.splitlines() if "300, 400" in line)
+    assert cells(row)[1:] == ["2.00", "1.00 (4570 pf)"]
+    assert "minor page faults per call" in table
+    other = tmp_path / "pr2.pkl"
+    save_run(other, [measurement(*eager, 1e-3), measurement(*compiled, 2e-3)], page_faults={eager: 12.0, compiled: 0.0})
+    merge_runs([path, other], tmp_path / "PR.pkl")
+    rows = {r.key: r for r in load_run(tmp_path / "PR.pkl").rows}
+    assert rows[eager].page_faults == 12.0 and rows[compiled].page_faults == 4570.4  # the kept runs'
