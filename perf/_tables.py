@@ -11,8 +11,9 @@ MISMATCH_MARK = "MISMATCH"
 # Below this eager time a compiled call's own host cost decides (the "Compiled call overhead" row).
 HOST_BOUND_SECONDS = 100e-6
 HOST_BOUND_MARK = "host-bound"
-# A cell shows its minor page faults per call from this many on (a 4 kB page each).
-PAGE_FAULTS_SHOWN = 1
+# A cell shows its minor page faults per call from this many on (4 kB pages: 64 kB of memory;
+# fewer are the odd page of small buffers).
+PAGE_FAULTS_SHOWN = 16
 
 
 def host_bound_threshold(training_step: bool, step_overhead_seconds: float | None) -> float:
