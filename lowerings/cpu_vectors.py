@@ -5,10 +5,11 @@ vector of its ISA (``cpu_vec_isa.pick_vec_isa``: AVX512, AVX2, ...). Which formu
 gather is the fastest depends on that width (docs/design.md, "Kernel choice").
 
 The backend finds its ISA by building a probe library and loading it in a child Python that
-inherits the parent's ``sys.path``: a script's own ``nt.py`` next to it (a name Python tries to
-import at start-up) runs in that child, and where it fails the probe fails and every generated
-CPU kernel is scalar (docs/findings.md, finding 3). Where the backend is left without vectors on
-a machine whose ATen kernels run AVX2 or AVX512, a warning says so once.
+inherits the parent's ``sys.path``: a script's own ``nt.py`` next to it runs in that child
+(``ntpath`` tries ``import nt``, and an editable install's ``.pth`` finder imports ``pathlib`` at
+start-up), and where it fails the probe fails and every generated CPU kernel is scalar
+(docs/findings.md, finding 3). Where the backend is left without vectors on a machine whose ATen
+kernels run AVX2 or AVX512, a warning says so once.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ def _warn_no_vectors() -> None:
             f"Inductor's C++ backend found no vector instructions on this machine, whose ATen "
             f"kernels run {capability}: its check (a probe library loaded by a child Python with "
             "this process's sys.path) failed, and the compiled CPU kernels will be scalar. A module "
-            "next to the script with the name of one Python imports at start-up (nt.py) is a "
-            "known cause.",
+            "named nt.py next to the script is a known cause: the child imports it at start-up.",
             stacklevel=3,
         )
