@@ -77,3 +77,25 @@ def probe_main(name: str, rows, argv=None) -> int:
         print(f"{label}: {json.dumps(record)}", flush=True)
     (args.out_dir / f"{name}.json").write_text(json.dumps(results, indent=1))
     return 0
+
+
+def cpu_rows(name: str, out_dir, threads, rows, measure) -> int:
+    """``main``'s loop of a CPU probe: ``measure(n, *row)`` for each thread count ``n`` and row,
+    printed as it comes; all records go to ``OUT_DIR/NAME.json``, and the process's thread count
+    is restored."""
+    import json
+
+    import torch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    threads_before = torch.get_num_threads()
+    try:
+        for n in threads:
+            for row in rows:
+                records.append(measure(n, *row))
+                print(json.dumps(records[-1]), flush=True)
+    finally:
+        torch.set_num_threads(threads_before)
+    (out_dir / f"{name}.json").write_text(json.dumps(records, indent=1))
+    return 0

@@ -24,7 +24,6 @@ prints one line per row.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
 import time
@@ -35,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import decomps  # noqa: F401  (installs)
+from perf.probes import cpu_rows
 
 ROWS = [((1, 3, 1200, 1300), (200, 300))]
 TINY = ((1, 3, 12, 13), (2, 3))
@@ -152,20 +152,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args(argv)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    records = []
-    threads_before = torch.get_num_threads()
-    try:
-        for threads in args.threads:
-            for shape, size in ROWS:
-                record = measure(threads, shape, size, args.rounds, args.steps)
-                records.append(record)
-                print(json.dumps(record), flush=True)
-    finally:
-        torch.set_num_threads(threads_before)
-    (args.out_dir / "cpu_step_probe.json").write_text(json.dumps(records, indent=1))
-    return 0
-
+    return cpu_rows("cpu_step_probe", args.out_dir, args.threads, ROWS,
+                    lambda n, shape, size: measure(n, shape, size, args.rounds, args.steps))
 
 if __name__ == "__main__":
     raise SystemExit(main())

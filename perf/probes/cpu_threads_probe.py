@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import time
 import types
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch.nn.functional as F
 import decomps  # noqa: F401  (installs)
 from decomps import kernel_choice
 from lowerings import cpu_gathers
+from perf.probes import cpu_rows
 
 ROWS = [((4, 3, 1200, 1300), (200, 300)), ((4, 3, 200, 1300), (200, 300))]
 
@@ -107,23 +107,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=100)
     args = parser.parse_args(argv)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    records = []
-    threads_before = torch.get_num_threads()
     # The variants differ while decomposing and generating code: no cached graph across them.
-    try:
-        with torch._inductor.config.patch(fx_graph_cache=False), \
-                torch._functorch.config.patch(enable_autograd_cache=False):
-            for threads in args.threads:
-                for shape, size in ROWS:
-                    record = measure(threads, shape, size, args.inputs, args.rounds, args.calls)
-                    records.append(record)
-                    print(json.dumps(record), flush=True)
-    finally:
-        torch.set_num_threads(threads_before)
-    (args.out_dir / "cpu_threads_probe.json").write_text(json.dumps(records, indent=1))
-    return 0
-
+    with torch._inductor.config.patch(fx_graph_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        return cpu_rows("cpu_threads_probe", args.out_dir, args.threads, ROWS,
+                        lambda n, shape, size: measure(n, shape, size, args.inputs, args.rounds, args.calls))
 
 if __name__ == "__main__":
     raise SystemExit(main())
