@@ -4,10 +4,10 @@ A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
 ``torch_config``, ``num_threads``, ``triton`` and ``test_results`` (a list of
 ``torch.utils.benchmark`` Measurements). Runs of this harness add optional
 keys, all keyed by ``(label, sub_label, description)`` where relevant:
-``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``, ``page_faults``,
-``copy_bandwidth_gbps``, ``compiled_call_overhead_us``, ``compiled_step_overhead_us``, ``tag``, ``device``,
-``dynamic``, ``repeat``, ``call_forms``, ``package``, and ``processes`` in a pickle that
-``merge_runs`` made from several runs of one tag.
+``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
+``page_faults``, ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``,
+``compiled_step_overhead_us``, ``tag``, ``device``, ``dynamic``, ``repeat``, ``call_forms``,
+``package``, and ``processes`` in a pickle that ``merge_runs`` made from several runs of one tag.
 
 Readers accept pickles written by the seed scripts and by other torch
 versions: only ``.median`` (or the raw times) and the task spec's labels are
@@ -156,8 +156,8 @@ def merge_runs(paths: list, path) -> dict:
     """One pickle from several runs of one tag (``python -m perf --processes N``).
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
-    roofline, compile time and page faults; its spread spans every run's medians (and their repeats). A
-    mismatch or error in any run is kept. The empty-call overheads are the runs' lowest, like
+    roofline, compile time and page faults; its spread spans every run's medians (and their
+    repeats). A mismatch or error in any run is kept. The empty-call overheads are the runs' lowest, like
     the columns. A process's state can decide a CPU row: the same kernel timed 345 us in one
     process and 570 us in another on a 2-core machine (docs/perf.md, "CPU").
     """

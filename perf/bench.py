@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 try:
     import resource
-except ImportError:  # not on Windows: no page fault counts there
+except ImportError:  # Windows: no page fault counts
     resource = None
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -312,10 +312,10 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     def time_column(kind: str) -> None:
         timer = _timer(columns[kind], work.args, label, sub_label, f"{kind} ({torch.__version__}) {tag}",
                        num_threads)
-        before = _minor_faults()
-        rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
         # pages the allocator gave back and the calls touched again: they can decide a CPU row
-        if device == "cpu" and before is not None:
+        before = _minor_faults() if device == "cpu" else None
+        rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
+        if before is not None:
             faults.setdefault(kind, []).append((_minor_faults() - before) / calls_of(rounds[kind][-1]))
 
     host_bound_seconds = workload_host_bound_seconds(work, step_overhead_seconds)
