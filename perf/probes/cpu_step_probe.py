@@ -24,6 +24,7 @@ prints one line per row.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import statistics
 import time
@@ -115,25 +116,23 @@ def measure(threads: int, shape, size, rounds: int, steps: int) -> dict:
 
     for _ in range(rounds):
         for name, fn in columns.items():
-            patch = mock.patch.object(CompiledFxGraph, "__call__", timed) if name == "compiled step" else None
+            graphs_timed = name == "compiled step"
+            inside.update(forward=0.0, backward=0.0)
             before = _faults()
-            if patch:
-                inside.update(forward=0.0, backward=0.0)
-                patch.start()
-            start = time.perf_counter()
-            for _ in range(steps):
-                out = fn()
-                if name in addresses:
-                    addresses[name].add(out[0].data_ptr())
-                del out
-            times[name].append((time.perf_counter() - start) / steps * 1e6)
-            if patch:
-                patch.stop()
+            with mock.patch.object(CompiledFxGraph, "__call__", timed) if graphs_timed else contextlib.nullcontext():
+                start = time.perf_counter()
+                for _ in range(steps):
+                    out = fn()
+                    if name in addresses:
+                        addresses[name].add(out[0].data_ptr())
+                    del out
+                times[name].append((time.perf_counter() - start) / steps * 1e6)
+            if name in faults:
+                faults[name] += _faults() - before
+            if graphs_timed:
                 parts = [inside["forward"] / steps * 1e6, inside["backward"] / steps * 1e6]
                 for key, us in zip(split, [*parts, times[name][-1] - sum(parts)]):
                     split[key].append(us)
-            if name in faults:
-                faults[name] += _faults() - before
     return {
         "threads": threads,
         "shape": list(shape),
@@ -154,6 +153,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     return cpu_rows("cpu_step_probe", args.out_dir, args.threads, ROWS,
                     lambda n, shape, size: measure(n, shape, size, args.rounds, args.steps))
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

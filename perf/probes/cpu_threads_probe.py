@@ -113,5 +113,6 @@ def main(argv=None) -> int:
         return cpu_rows("cpu_threads_probe", args.out_dir, args.threads, ROWS,
                         lambda n, shape, size: measure(n, shape, size, args.inputs, args.rounds, args.calls))
 
+
 if __name__ == "__main__":
     raise SystemExit(main())
