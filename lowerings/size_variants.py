@@ -47,10 +47,26 @@ MAX_VARIANTS = 16
 MAX_COUNTED = 64
 
 
+def _broadcast_values(source: str) -> list[str]:
+    """The first argument of each ``broadcast_to(...)`` call in ``source``."""
+    values = []
+    for match in re.finditer(r"broadcast_to\(", source):
+        depth, end = 0, match.end()
+        while end < len(source) and (depth or source[end] != ","):
+            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(source[end], 0)
+            if depth < 0:
+                break
+            end += 1
+        values.append(source[match.end():end])
+    return values
+
+
 def constant_names(names, source: str) -> tuple[str, ...]:
-    """The size arguments a variant takes as constants: all but those the kernel broadcasts as
-    values of their own (``tl.broadcast_to(ks0, ...)``), which Triton refuses for a constant."""
-    return tuple(name for name in names if not re.search(rf"broadcast_to\(\s*{name}\b", source))
+    """The size arguments a variant takes as constants: all but those in a value the kernel
+    broadcasts (``tl.broadcast_to(ks0, ...)``, ``tl.broadcast_to((3*ks0) // 2, ...)``), which
+    Triton refuses for a constant."""
+    broadcast = " ".join(_broadcast_values(source))
+    return tuple(name for name in names if not re.search(rf"\b{name}\b", broadcast))
 
 
 def _constant_meta(triton_meta: dict, values: dict[str, int]) -> dict:

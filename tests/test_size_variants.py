@@ -30,6 +30,14 @@ def test_constant_names_keep_broadcast_values_as_arguments():
     assert size_variants.constant_names(["ks1"], SOURCE) == ()
 
 
+def test_constant_names_keep_arguments_of_broadcast_expressions():
+    # the position table of a 3d nearest-exact x1.5 backward (torch 2.11)
+    source = ("    tmp15 = triton_helpers.maximum(tmp13, tmp14)\n"
+              "    tmp16 = tl.broadcast_to((3*ks0) // 2, [XBLOCK])\n"
+              "    tmp17 = tl.broadcast_to(triton_helpers.minimum(ks2, ks3), [XBLOCK, YBLOCK])\n")
+    assert size_variants.constant_names(["ks0", "ks1", "ks2", "ks3", "ks10"], source) == ("ks1", "ks10")
+
+
 def test_constant_meta():
     meta = {"signature": SIGNATURE, "constants": {"ks9": 1}, "configs": [{(0,): [["tt.divisibility", 16]],
                                                                         (2,): [["tt.divisibility", 16]]}]}
@@ -346,6 +354,27 @@ class TestSizeVariants(TestCase):
                     torch.testing.assert_close(grad.double(), reference, rtol=1e-5, atol=1e-5)
                     self.assertEqual(grad.stride(), x.stride())
         self.assertGreater(len(compiled), 0)
+
+    def test_every_kernel_of_a_3d_training_step_compiles_its_variant(self, device):
+        """The backward's window-position table broadcasts ``(3*ks0) // 2``: that size stays an
+        argument of its variant, which compiles."""
+        from unittest import mock
+
+        compiled, counted = self._counted()
+        f = lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact")  # noqa: E731
+        leaf = torch.randn(2, 3, 8, 8, 8, device=device, dtype=torch.bfloat16, requires_grad=True)
+        g = torch.randn(2, 3, 12, 12, 12, device=device, dtype=torch.bfloat16)
+        doubles = leaf.detach().double().requires_grad_()
+        (reference,) = torch.autograd.grad(f(doubles), doubles, g.double())
+        c = torch.compile(f, dynamic=True)
+        with mock.patch.object(size_variants, "compile_variant", counted), \
+                self.assertNoLogs(size_variants.log, level="WARNING"):
+            for _ in range(size_variants.SPECIALIZE_AT + 1):
+                self.assertEqual(c(leaf), f(leaf), atol=0, rtol=0)
+                (grad,) = torch.autograd.grad(c(leaf), leaf, g)
+                torch.testing.assert_close(grad.double(), reference, rtol=1e-2, atol=1e-2)  # bfloat16 sums
+        self.assertGreaterEqual(len(compiled), 3)  # the forward gather, the table, the backward's gather
+        self.assertTrue(all(v is not None for v in compiled))
 
     def test_window_gathers_choose_as_static_sizes_under_variants(self, device):
         """A contiguous 2d backward that gathers windows runs the generated gather where its
