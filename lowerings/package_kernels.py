@@ -215,6 +215,9 @@ def inductor_meta_common(cls) -> dict:
     names = getattr(V.kernel, "_decomps_size_args", None)
     if names:
         meta[SIZE_ARGS] = list(names)
+        # a kernel whose best configuration is cached loads with that one alone, and its variants
+        # are autotuned over the configurations it is compiled with (size_variants.candidate_configs)
+        meta["autotune_local_cache"] = False
         flat = getattr(V.kernel, "_decomps_flat", None)
         if flat:
             meta[FLAT] = flat

@@ -10,12 +10,14 @@ docs/findings.md, finding 1). Inductor already compiles an argument that equals 
 and indexes in 32 bits (``inductor_meta[SIZE_ARGS]``). Such a kernel, once loaded, launches the
 variant compiled with the values of those arguments as constants when that tuple of values has
 been launched ``SPECIALIZE_AT`` times, for at most ``MAX_VARIANTS`` tuples; other sizes run the
-dynamic kernel. A variant is the same source with the same launch configuration (the dynamic
-kernel's autotuned one), so its results are bit-identical; its sizes fit the 32-bit arguments
-they replace, so no expression changes type. A kernel tiled for runtime sizes also carries its
-flat form (``flat_sources``): its variant compiles that with the same constants too, times both
-on the launch's arguments and keeps the faster (a pointwise kernel's values do not depend on
-its tiling). Nothing is compiled while a CUDA graph is being captured. Graphs do not recompile:
+dynamic kernel. A variant is the same source, so its results are bit-identical: with the dynamic
+kernel's autotuned launch configuration, or for a 1-d pointwise kernel, whose values do not depend
+on the configuration, autotuned at its first launch over the kernel's own candidates
+(``candidate_configs``; the dynamic kernel's choice is made for its index arithmetic). Its sizes
+fit the 32-bit arguments they replace, so no expression changes type. A kernel tiled for runtime
+sizes also carries its flat form (``flat_sources``): its variant compiles that with the same
+constants too, times both on the launch's arguments and keeps the faster (a pointwise kernel's
+values do not depend on its tiling). Nothing is compiled while a CUDA graph is being captured. Graphs do not recompile:
 the choice is made per launch, from the arguments, and a tuned variant is launched through its
 launcher, without ``CachingAutotuner.run``'s per-call preamble (``direct_launch``).
 """
@@ -94,6 +96,7 @@ def _constant_copy(tuner, fn, values: dict[str, int], configs: list):
     variant.triton_meta = _constant_meta(tuner.triton_meta, values)
     variant.inductor_meta = {k: v for k, v in tuner.inductor_meta.items() if k not in (SIZE_ARGS, FLAT)}
     variant.configs = configs
+    variant.save_cache_hook = None  # a variant's choice is not the dynamic kernel's
     variant.compile_results = []
     variant.launchers = []
     variant.lock = threading.Lock()
@@ -101,16 +104,32 @@ def _constant_copy(tuner, fn, values: dict[str, int], configs: list):
     return variant
 
 
-def compile_variant(tuner, values: dict[str, int]):
-    """``tuner``'s kernel with ``values`` as constants and ``tuner``'s chosen configuration;
-    None where the kernel's function is not at hand."""
+def compile_variant(tuner, values: dict[str, int], configs=()):
+    """``tuner``'s kernel with ``values`` as constants and ``configs`` (autotuned at its first
+    launch), or where none are given ``tuner``'s chosen configuration; None where the kernel's
+    function is not at hand."""
     fn = tuner.fn
     if getattr(fn, "fn", None) is None:  # compiled in a worker: the parent reloads it
         reload = getattr(tuner, "_reload_kernel", None)
         if reload is None:
             return None
         fn = reload().fn
-    return _constant_copy(tuner, fn, values, [tuner.launchers[0].config])
+    return _constant_copy(tuner, fn, values, list(configs) or [tuner.launchers[0].config])
+
+
+def candidate_configs(tuner) -> list:
+    """The configurations a variant of ``tuner`` is autotuned over, read while the kernel holds
+    all it was compiled with: those of a 1-d pointwise kernel, whose values do not depend on the
+    configuration and whose dynamic kernel's choice was made for its own index arithmetic
+    (docs/findings.md, finding 1); none otherwise (a variant takes the dynamic kernel's choice)."""
+    from torch._inductor.runtime.hints import HeuristicType
+
+    if getattr(tuner, "heuristic_type", None) != HeuristicType.POINTWISE:
+        return []
+    if "YBLOCK" in tuner.triton_meta["signature"]:  # tiled: timed against its flat form instead
+        return []
+    configs = [launcher.config for launcher in tuner.launchers]
+    return configs if len(configs) > 1 else []
 
 
 def _capturing() -> bool:
@@ -222,8 +241,9 @@ class _Sizes:
         mutated = tuner.inductor_meta.get("mutated_arg_names") or ()
         reads_mutated = flat_sources.loads_any(tuner.fn.src, mutated)
         self.flat = flat if flat and not reads_mutated and set(flat["sizes"].values()) <= set(self.keys) else None
+        self.configs = candidate_configs(tuner)
         self.variants: dict = {}  # by key: a tuple of sizes, or one size
-        self.launches: dict = {}  # the variants' direct launches, where they have one
+        self.launches: dict = {}  # the variants' direct launches (None: through their run), once tuned
         self.counts: dict = {}
         self.off = not self.names and not self.flat
 
@@ -238,7 +258,7 @@ class _Sizes:
         del self.counts[key]
         values = dict(zip(self.keys, key if len(self.keys) > 1 else (key,)))
         try:
-            variant = compile_variant(tuner, {name: values[name] for name in self.names})
+            variant = compile_variant(tuner, {name: values[name] for name in self.names}, self.configs)
         except Exception:  # the dynamic kernel still serves every size
             log.warning("no size variants of %s", tuner.fn.__name__, exc_info=True)
             variant = None
@@ -253,9 +273,10 @@ class _Sizes:
                 log.warning("no flat variant of %s", tuner.fn.__name__, exc_info=True)
                 self.flat = None
         self.variants[key] = variant
-        launch = direct_launch(variant)
-        if launch is not None:
-            self.launches[key] = launch
+
+    def tuned(self, key) -> None:
+        """After a variant's first launch, which autotuned it: its direct launch."""
+        self.launches[key] = direct_launch(self.variants[key])
 
 
 _stock: dict[str, Callable] = {}
@@ -286,7 +307,10 @@ def _variant_class(base: type) -> type:
                 return launch(*args, stream=stream)
             variant = sizes.variants.get(key)
             if variant is not None:
-                return variant.run(*args, stream=stream, **kwargs)
+                result = variant.run(*args, stream=stream, **kwargs)
+                if key not in sizes.launches:
+                    sizes.tuned(key)
+                return result
             result = base.run(self, *args, stream=stream, **kwargs)
             sizes.seen(self, key, args, stream)
             return result

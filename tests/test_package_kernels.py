@@ -139,6 +139,18 @@ def test_signature_types(monkeypatch):
             assert package_kernels.signature_to_meta([], size_dtype="tl.int32", argdefs=[]) == stock
 
 
+def test_kernels_with_size_arguments_name_them_and_skip_the_autotune_cache(monkeypatch):
+    from lowerings.size_variants import SIZE_ARGS
+
+    stock = {"kernel_name": "k", "autotune_local_cache": True}
+    monkeypatch.setitem(package_kernels._stock, "inductor_meta_common", lambda cls: dict(stock))
+    with V.set_kernel_handler(types.SimpleNamespace(_decomps_size_args=["ks0", "xnumel"])):
+        meta = package_kernels.inductor_meta_common.__func__(object)
+    assert meta == {"kernel_name": "k", "autotune_local_cache": False, SIZE_ARGS: ["ks0", "xnumel"]}
+    with V.set_kernel_handler(types.SimpleNamespace()):
+        assert package_kernels.inductor_meta_common.__func__(object) == stock
+
+
 def test_installed_with_the_package():
     from torch._inductor.codegen import simd, triton
 

@@ -65,7 +65,7 @@ def _with_variants(kernel):
 
 def test_variant_after_specialize_at_launches(monkeypatch):
     compiled = []
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: compiled.append(values) or object())
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: compiled.append(values) or object())
     tuner = _tuner()
     sizes = size_variants._Sizes(tuner)
     assert sizes.names == ("ks0", "xnumel") and sizes.positions == (2, 3, 4)  # keyed by every size
@@ -76,8 +76,42 @@ def test_variant_after_specialize_at_launches(monkeypatch):
     assert compiled == [{"ks0": 48, "xnumel": 4096}] and list(sizes.variants) == [(48, 7, 4096)]
 
 
+def _launcher(config):
+    return types.SimpleNamespace(config=config)
+
+
+def test_candidate_configs_of_1d_pointwise_kernels():
+    from torch._inductor.runtime.hints import HeuristicType
+
+    def tuner(heuristic, configs, signature=SIGNATURE):
+        return types.SimpleNamespace(heuristic_type=heuristic, triton_meta={"signature": signature},
+                                     launchers=[_launcher(c) for c in configs])
+
+    assert size_variants.candidate_configs(tuner(HeuristicType.POINTWISE, ["a", "b"])) == ["a", "b"]
+    assert size_variants.candidate_configs(tuner(HeuristicType.POINTWISE, ["a"])) == []  # nothing to tune
+    assert size_variants.candidate_configs(tuner(HeuristicType.REDUCTION, ["a", "b"])) == []
+    assert size_variants.candidate_configs(tuner(HeuristicType.POINTWISE, ["a", "b"], TILED)) == []
+    assert size_variants.candidate_configs(types.SimpleNamespace()) == []  # not an Inductor kernel
+
+
+def test_variants_of_1d_pointwise_kernels_are_tuned_over_the_kernels_candidates(monkeypatch):
+    from torch._inductor.runtime.hints import HeuristicType
+
+    compiled = []
+    monkeypatch.setattr(size_variants, "compile_variant",
+                        lambda t, values, configs: compiled.append(configs) or object())
+    tuner = _tuner()
+    tuner.heuristic_type = HeuristicType.POINTWISE
+    tuner.launchers = [_launcher("1024 / 4 warps"), _launcher("512 / 8 warps")]
+    sizes = size_variants._Sizes(tuner)  # read while the kernel holds every configuration
+    tuner.launchers = tuner.launchers[1:]  # autotuned
+    for _ in range(size_variants.SPECIALIZE_AT):
+        sizes.seen(tuner, (48, 7, 4096), (), 0)
+    assert compiled == [["1024 / 4 warps", "512 / 8 warps"]]
+
+
 def test_at_most_max_variants(monkeypatch):
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: object())
     tuner = _tuner()
     sizes = size_variants._Sizes(tuner)
     for n in range(size_variants.MAX_VARIANTS + 3):
@@ -87,7 +121,7 @@ def test_at_most_max_variants(monkeypatch):
 
 
 def test_no_variant_before_autotuning_or_while_capturing(monkeypatch):
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: object())
     untuned = _tuner(launchers=3)
     sizes = size_variants._Sizes(untuned)
     for _ in range(size_variants.SPECIALIZE_AT):
@@ -104,7 +138,7 @@ def test_no_variant_before_autotuning_or_while_capturing(monkeypatch):
 def test_a_failed_variant_turns_the_kernel_off(monkeypatch):
     calls = []
 
-    def fail(tuner, values):
+    def fail(tuner, values, configs):
         calls.append(values)
         raise RuntimeError("triton")
 
@@ -119,7 +153,8 @@ def test_a_failed_variant_turns_the_kernel_off(monkeypatch):
 
 
 def test_run_launches_the_variant_of_its_sizes(monkeypatch):
-    """Directly through its launcher once tuned, through its ``run`` under the profiler."""
+    """Through its ``run`` at its first launch (which autotunes it) and under the profiler,
+    directly through its launcher otherwise."""
     launched = []
 
     def launcher(*args, stream):
@@ -137,17 +172,17 @@ def test_run_launches_the_variant_of_its_sizes(monkeypatch):
         def run(self, *args, stream, **kwargs):
             launched.append(("variant", args))
 
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: Variant())
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: Variant())
     kernel = _with_variants(Base())
     args = ("in", "out", 48, 7, 4096)
-    for _ in range(size_variants.SPECIALIZE_AT + 1):
+    for _ in range(size_variants.SPECIALIZE_AT + 2):
         kernel.run(*args, stream=0)
     with torch.autograd.profiler.profile():
         kernel.run(*args, stream=0)
     kernel.run("in", "out", 50, 7, 4096, stream=0)
     kernel.run("in", "out", 48, 7, 4096, 0, stream=0)  # another argument layout: the kernel's own
     kinds = [kind for kind, _ in launched]
-    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["direct", "variant", "dynamic", "dynamic"]
+    assert kinds == ["dynamic"] * size_variants.SPECIALIZE_AT + ["variant", "direct", "variant", "dynamic", "dynamic"]
     assert all(a == args for _, a in launched[:-2])
 
 
@@ -193,7 +228,7 @@ def _tiled_tuner(mutated=(), src=""):
 
 def test_a_variant_keeps_the_faster_of_its_tiled_and_flat_forms(monkeypatch):
     timed = []
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: "tiled")
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: "tiled")
     monkeypatch.setattr(size_variants, "compile_flat", lambda t, launch, args: ("flat", launch.arguments(args)))
     monkeypatch.setattr(size_variants, "_faster", lambda launches, args, stream: timed.append(launches) or launches[1])
     tuner = _tiled_tuner()
@@ -218,7 +253,7 @@ def test_no_flat_form_for_kernels_that_read_what_they_mutate_or_after_a_failure(
     def fail(tuner, launch, args):
         raise RuntimeError("triton")
 
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: "tiled")
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: "tiled")
     monkeypatch.setattr(size_variants, "compile_flat", fail)
     tuner = _tiled_tuner()
     sizes = size_variants._Sizes(tuner)
@@ -232,12 +267,14 @@ def test_constant_copies_leave_the_kernel_as_it_was(monkeypatch):
 
     monkeypatch.setattr(CachingAutotuner, "precompile", lambda self: None)
     meta = {"signature": SIGNATURE, "configs": [{}]}
-    kernel = types.SimpleNamespace(triton_meta=meta, inductor_meta={size_variants.SIZE_ARGS: ["ks0"]}, configs=["a", "b"])
+    kernel = types.SimpleNamespace(triton_meta=meta, inductor_meta={size_variants.SIZE_ARGS: ["ks0"]}, configs=["a", "b"],
+                                   save_cache_hook="saves the kernel's best configuration")
     first = size_variants._constant_copy(kernel, "fn", {"ks0": 48}, kernel.configs)
     second = size_variants._constant_copy(kernel, "fn", {"ks0": 50}, kernel.configs)
     assert first.triton_meta["constants"] == {"ks0": 48} and second.triton_meta["constants"] == {"ks0": 50}
     assert kernel.triton_meta is meta and "constants" not in meta and kernel.inductor_meta[size_variants.SIZE_ARGS]
     assert first.inductor_meta == second.inductor_meta == {} and first.configs == ["a", "b"]
+    assert first.save_cache_hook is None and kernel.save_cache_hook  # a variant's choice is its own
 
 
 def test_unmasked_where_the_element_count_fills_every_block():
@@ -295,7 +332,7 @@ def test_copies_and_pickles_are_stock_kernels(monkeypatch):
     import copy
     import pickle
 
-    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values: object())
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: object())
     kernel = _with_variants(Kernel())
     kernel.launchers = []  # Inductor empties them before it copies (prepare_for_pickle)
     for copied in (copy.deepcopy(kernel), pickle.loads(pickle.dumps(kernel))):
@@ -311,8 +348,8 @@ class TestSizeVariants(TestCase):
         compiled = []
         stock = size_variants.compile_variant
 
-        def counted(tuner, values):
-            variant = stock(tuner, values)
+        def counted(tuner, values, configs=()):
+            variant = stock(tuner, values, configs)
             compiled.append(variant)
             return variant
 
@@ -357,24 +394,32 @@ class TestSizeVariants(TestCase):
 
     def test_every_kernel_of_a_3d_training_step_compiles_its_variant(self, device):
         """The backward's window-position table broadcasts ``(3*ks0) // 2``: that size stays an
-        argument of its variant, which compiles."""
+        argument of its variant, which compiles; the 1-d gathers' variants are autotuned."""
         from unittest import mock
 
         compiled, counted = self._counted()
+        candidates = []
+
+        def recorded(tuner, values, configs=()):
+            candidates.append(list(configs))
+            return counted(tuner, values, configs)
+
         f = lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact")  # noqa: E731
         leaf = torch.randn(2, 3, 8, 8, 8, device=device, dtype=torch.bfloat16, requires_grad=True)
         g = torch.randn(2, 3, 12, 12, 12, device=device, dtype=torch.bfloat16)
         doubles = leaf.detach().double().requires_grad_()
         (reference,) = torch.autograd.grad(f(doubles), doubles, g.double())
         c = torch.compile(f, dynamic=True)
-        with mock.patch.object(size_variants, "compile_variant", counted), \
+        with mock.patch.object(size_variants, "compile_variant", recorded), \
                 self.assertNoLogs(size_variants.log, level="WARNING"):
             for _ in range(size_variants.SPECIALIZE_AT + 1):
                 self.assertEqual(c(leaf), f(leaf), atol=0, rtol=0)
                 (grad,) = torch.autograd.grad(c(leaf), leaf, g)
                 torch.testing.assert_close(grad.double(), reference, rtol=1e-2, atol=1e-2)  # bfloat16 sums
         self.assertGreaterEqual(len(compiled), 3)  # the forward gather, the table, the backward's gather
-        self.assertTrue(all(v is not None for v in compiled))
+        self.assertTrue(all(v is not None and len(v.launchers) == 1 for v in compiled))  # tuned
+        # the 1-d pointwise gathers' variants were tuned over their kernels' candidates
+        self.assertGreater(max(len(configs) for configs in candidates), 1)
 
     def test_window_gathers_choose_as_static_sizes_under_variants(self, device):
         """A contiguous 2d backward that gathers windows runs the generated gather where its
