@@ -306,7 +306,8 @@ def _variant_class(base: type) -> type:
             if launch is not None and not kwargs and not profiler._is_profiler_enabled and not debug_mode():
                 return launch(*args, stream=stream)
             variant = sizes.variants.get(key)
-            if variant is not None:
+            # a variant's first launch autotunes it, which a CUDA graph being captured cannot hold
+            if variant is not None and (key in sizes.launches or not _capturing()):
                 result = variant.run(*args, stream=stream, **kwargs)
                 if key not in sizes.launches:
                     sizes.tuned(key)

@@ -186,6 +186,33 @@ def test_run_launches_the_variant_of_its_sizes(monkeypatch):
     assert all(a == args for _, a in launched[:-2])
 
 
+def test_no_first_variant_launch_while_capturing(monkeypatch):
+    """A variant's first launch autotunes it: under CUDA graph capture the dynamic kernel runs."""
+    launched = []
+
+    class Base:
+        def run(self, *args, stream, **kwargs):
+            launched.append("dynamic")
+
+    class Variant:
+        launchers = [object(), object()]  # not tuned: no direct launch
+
+        def run(self, *args, stream, **kwargs):
+            launched.append("variant")
+
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: Variant())
+    kernel = _with_variants(Base())
+    args = ("in", "out", 48, 7, 4096)
+    for _ in range(size_variants.SPECIALIZE_AT):
+        kernel.run(*args, stream=0)
+    monkeypatch.setattr(size_variants, "_capturing", lambda: True)
+    kernel.run(*args, stream=0)
+    monkeypatch.setattr(size_variants, "_capturing", lambda: False)
+    kernel.run(*args, stream=0)
+    kernel.run(*args, stream=0)  # tuned, with no direct launch: through its run
+    assert launched == ["dynamic"] * (size_variants.SPECIALIZE_AT + 1) + ["variant", "variant"]
+
+
 def test_direct_launch_only_where_run_would_only_launch():
     def launcher(*args, stream):
         pass
