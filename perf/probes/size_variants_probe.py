@@ -87,9 +87,9 @@ def probe_row(make) -> dict:
     compiles, flats = [], []
     stock_compile, stock_faster = size_variants.compile_variant, size_variants._faster
 
-    def counted(tuner, values):
+    def counted(tuner, values, *configs):
         compiles.append(values)
-        return stock_compile(tuner, values)
+        return stock_compile(tuner, values, *configs)
 
     def faster(launches, args, stream):
         chosen = stock_faster(launches, args, stream)
