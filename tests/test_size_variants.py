@@ -313,6 +313,30 @@ def test_unmasked_where_the_element_count_fills_every_block():
     assert size_variants.unmasked(source, 3 * 1024, [types.SimpleNamespace(kwargs={})]) == source
 
 
+def test_variants_take_a_constant_mask_where_the_element_count_fills_every_block(monkeypatch, tmp_path):
+    from torch._inductor.codecache import PyCodeCache
+
+    source = "def kernel(in_ptr0, xnumel, XBLOCK):\n    xmask = xindex < xnumel\n"
+    path = tmp_path / "kernel.py"
+    path.write_text(source)
+    namespace = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    fn = types.SimpleNamespace(fn=namespace["kernel"])
+    loaded = []
+    monkeypatch.setattr(PyCodeCache, "load",
+                        lambda text: loaded.append(text) or types.SimpleNamespace(kernel=types.SimpleNamespace(fn="unmasked")))
+    monkeypatch.setattr(size_variants, "_constant_copy", lambda tuner, fn, values, configs: fn)
+    block = types.SimpleNamespace(kwargs={"XBLOCK": 1024})
+    tuner = types.SimpleNamespace(fn=fn, launchers=[types.SimpleNamespace(config=block)])
+    assert size_variants.compile_variant(tuner, {"ks0": 64, "xnumel": 4096}) == "unmasked"
+    assert loaded == [size_variants.unmasked(source, 4096, [block])] and loaded[0] != source
+    assert size_variants.compile_variant(tuner, {"ks0": 64, "xnumel": 4000}) is fn  # a block runs past
+    assert size_variants.compile_variant(tuner, {"ks0": 64}) is fn  # the element count stays an argument
+    path.unlink()
+    assert size_variants.compile_variant(tuner, {"xnumel": 4096}) is fn  # no source: the masked kernel
+    assert len(loaded) == 1
+
+
 def test_checked_torch_versions_only(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.99.0")
     assert size_variants.missing_hooks()[0].startswith("torch 2.99")
@@ -447,6 +471,40 @@ class TestSizeVariants(TestCase):
         self.assertTrue(all(v is not None and len(v.launchers) == 1 for v in compiled))  # tuned
         # the 1-d pointwise gathers' variants were tuned over their kernels' candidates
         self.assertGreater(max(len(configs) for configs in candidates), 1)
+
+    def test_variants_whose_blocks_fill_the_element_count_run_unmasked(self, device):
+        """The 3d x1.5 step's kernels: where a variant's element count fills every block of its
+        configurations it has a constant mask, as a static kernel does, else its mask; exact."""
+        from unittest import mock
+
+        compiled = []
+        stock = size_variants.compile_variant
+
+        def recorded(tuner, values, configs=()):
+            variant = stock(tuner, values, configs)
+            blocks = [config.kwargs["XBLOCK"] for config in configs or [tuner.launchers[0].config]]
+            compiled.append((values["xnumel"], blocks, variant.fn.src))
+            return variant
+
+        f = lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")  # noqa: E731
+        c = torch.compile(f, dynamic=True)
+        for shape in ((2, 4, 16, 16, 16), (1, 3, 5, 6, 7)):
+            leaf = torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True)
+            g = torch.randn_like(f(leaf))
+            doubles = leaf.detach().double().requires_grad_()
+            (reference,) = torch.autograd.grad(f(doubles), doubles, g.double())
+            with mock.patch.object(size_variants, "compile_variant", recorded):
+                for _ in range(size_variants.SPECIALIZE_AT + 2):
+                    self.assertEqual(c(leaf), f(leaf), atol=0, rtol=0)
+                    (grad,) = torch.autograd.grad(c(leaf), leaf, g)
+                    torch.testing.assert_close(grad.double(), reference, rtol=1e-2, atol=1e-2)  # bfloat16 sums
+        # per shape: the forward's gather, the backward's window table and its gather
+        self.assertEqual(len(compiled), 6)
+        for numel, blocks, source in compiled:
+            fills = all(numel % block == 0 for block in blocks)
+            self.assertEqual("xmask = tl.full" in source, fills)
+            self.assertEqual("xmask = xindex < xnumel" in source, not fills)
+        self.assertEqual(sum("xmask = tl.full" in source for *_, source in compiled[:3]), 3)
 
     def test_window_gathers_choose_as_static_sizes_under_variants(self, device):
         """A contiguous 2d backward that gathers windows runs the generated gather where its
