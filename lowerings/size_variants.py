@@ -127,17 +127,22 @@ def _with_constant_mask(fn, numel: int, configs):
     module's source with a constant mask (``unmasked``): a mask that is not known to be all true
     stays in every masked load and store (the 3d x1.5 bf16 backward gather: 86.1 us against 78.4,
     the static kernel's 75.7; docs/findings.md, finding 1)."""
-    from torch._inductor.codecache import PyCodeCache
-
     try:
         with open(fn.fn.__code__.co_filename) as file:
             source = file.read()
     except OSError:  # the module's file is gone: the masked kernel is as exact
         return fn
+    loaded = _load_unmasked(source, fn.fn.__name__, numel, configs)
+    return fn if loaded is None else loaded.fn
+
+
+def _load_unmasked(source: str, name: str, numel: int, configs):
+    """Kernel ``name`` of module ``source`` with a constant mask (``unmasked``); None where
+    ``numel`` does not fill every block of ``configs``."""
+    from torch._inductor.codecache import PyCodeCache
+
     changed = unmasked(source, numel, configs)
-    if changed == source:
-        return fn
-    return getattr(PyCodeCache.load(changed), fn.fn.__name__).fn
+    return None if changed == source else getattr(PyCodeCache.load(changed), name)
 
 
 def candidate_configs(tuner) -> list:
@@ -229,7 +234,7 @@ def compile_flat(tuner, launch: FlatLaunch, args) -> FlatLaunch:
     loaded = getattr(PyCodeCache.load(source), name)
     values = dict(zip(flat["arguments"], launch.arguments(args)))
     if "xnumel" in values:
-        loaded = getattr(PyCodeCache.load(unmasked(source, int(values["xnumel"]), loaded.configs)), name)
+        loaded = _load_unmasked(source, name, int(values["xnumel"]), loaded.configs) or loaded
     sizes = constant_names([*flat["sizes"], *flat["numels"]], loaded.fn.src)
     launch.kernel = _constant_copy(loaded, loaded.fn, {n: int(values[n]) for n in sizes}, loaded.configs)
     return launch
