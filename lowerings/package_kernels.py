@@ -205,11 +205,14 @@ def symbolic_size_args(args, signature: dict[str, str]) -> list[str]:
 @classmethod
 def inductor_meta_common(cls) -> dict:
     """Inductor's kernel metadata; a kernel with ``i32`` symbolic size arguments names them
-    (``lowerings.size_variants``), with its flat form where it has one (``lowerings.flat_sources``)."""
+    (``lowerings.size_variants``), with its flat form where it has one (``lowerings.flat_sources``)
+    and whether it is compiled for CUDA graphs."""
     from torch._inductor.virtualized import V
 
+    from torch._inductor import config
+
     from .flat_sources import FLAT
-    from .size_variants import SIZE_ARGS
+    from .size_variants import CUDA_GRAPHS, SIZE_ARGS
 
     meta = _stock["inductor_meta_common"](cls)
     names = getattr(V.kernel, "_decomps_size_args", None)
@@ -221,6 +224,8 @@ def inductor_meta_common(cls) -> dict:
         flat = getattr(V.kernel, "_decomps_flat", None)
         if flat:
             meta[FLAT] = flat
+        if config.triton.cudagraphs:  # its variants are made at a size's warm-up run
+            meta[CUDA_GRAPHS] = True
     return meta
 
 

@@ -18,8 +18,11 @@ candidates (``candidate_configs``; the dynamic kernel's choice is made for its i
 Its sizes fit the 32-bit arguments they replace, so no expression changes type. A kernel tiled
 for runtime sizes also carries its flat form (``flat_sources``): its variant compiles that with
 the same constants too, times both on the launch's arguments and keeps the faster (a pointwise
-kernel's values do not depend on its tiling). Nothing is compiled while a CUDA graph is being
-captured. Graphs do not recompile: the choice is made per launch, from the arguments, and a tuned
+kernel's values do not depend on its tiling). Nothing is compiled or tuned while a CUDA graph is
+being captured: a kernel compiled for CUDA graphs (``inductor_meta[CUDA_GRAPHS]``, under
+``mode="reduce-overhead"``) compiles and tunes the variant of a tuple at its first launch, the
+warm-up run that CUDA graph trees give each new size before they capture it, so the capture
+records the variant. Graphs do not recompile: the choice is made per launch, from the arguments, and a tuned
 variant is launched through its launcher, without ``CachingAutotuner.run``'s per-call preamble
 (``direct_launch``).
 """
@@ -39,6 +42,8 @@ from .flat_sources import FLAT
 log = logging.getLogger(__name__)
 
 SIZE_ARGS = "decomps_size_args"
+# Set on kernels compiled for CUDA graphs, whose second launch of a size is its capture.
+CUDA_GRAPHS = "decomps_cuda_graphs"
 # A tuple of sizes launched this often gets its variant (1 would compile for every size a
 # variable-size workload passes once).
 SPECIALIZE_AT = 2
@@ -96,7 +101,7 @@ def _constant_copy(tuner, fn, values: dict[str, int], configs: list):
     variant.__dict__.update({k: v for k, v in vars(tuner).items() if k != "_decomps_sizes"})
     variant.fn = fn
     variant.triton_meta = _constant_meta(tuner.triton_meta, values)
-    variant.inductor_meta = {k: v for k, v in tuner.inductor_meta.items() if k not in (SIZE_ARGS, FLAT)}
+    variant.inductor_meta = {k: v for k, v in tuner.inductor_meta.items() if k not in (SIZE_ARGS, FLAT, CUDA_GRAPHS)}
     variant.configs = configs
     variant.save_cache_hook = None  # a variant's choice is not the dynamic kernel's
     variant.compile_results = []
@@ -240,6 +245,18 @@ def compile_flat(tuner, launch: FlatLaunch, args) -> FlatLaunch:
     return launch
 
 
+def _tuned_now(variant, args) -> bool:
+    """Autotunes ``variant`` on ``args`` where it holds several configurations (its first launch
+    would, and a CUDA graph's capture cannot); False where that fails."""
+    if len(variant.launchers) > 1:
+        try:
+            variant.autotune_to_one_config(*args)  # clones the arguments it mutates
+        except Exception:  # the dynamic kernel serves this tuple
+            log.warning("no tuned size variant of %s", variant.fn.__name__, exc_info=True)
+            return False
+    return True
+
+
 def _faster(launches: list, args, stream):
     """The launch of ``launches`` that takes the least GPU time with ``args``."""
     from torch._inductor.runtime.benchmarking import benchmarker
@@ -274,6 +291,9 @@ class _Sizes:
         self.launches: dict = {}  # the variants' direct launches (None: through their run), once tuned
         self.counts: dict = {}
         self.off = not self.names and not self.flat
+        # CUDA graph trees run a new size once, then capture it: its variant is made at that run
+        self.cuda_graphs = bool(tuner.inductor_meta.get(CUDA_GRAPHS))
+        self.specialize_at = 1 if self.cuda_graphs else SPECIALIZE_AT
 
     def seen(self, tuner, key: tuple, args, stream) -> None:
         if self.off or len(self.variants) >= MAX_VARIANTS or len(tuner.launchers) != 1:
@@ -281,7 +301,7 @@ class _Sizes:
         if len(self.counts) >= MAX_COUNTED:
             self.counts.clear()
         count = self.counts[key] = self.counts.get(key, 0) + 1
-        if count < SPECIALIZE_AT or _capturing():
+        if count < self.specialize_at or _capturing():
             return
         del self.counts[key]
         values = dict(zip(self.keys, key if len(self.keys) > 1 else (key,)))
@@ -300,7 +320,12 @@ class _Sizes:
             except Exception:  # the tiled variant serves this tuple
                 log.warning("no flat variant of %s", tuner.fn.__name__, exc_info=True)
                 self.flat = None
+        # timed against its flat form, a variant is tuned; else under CUDA graphs it is tuned now
+        if self.cuda_graphs and not (self.flat or _tuned_now(variant, args)):
+            return
         self.variants[key] = variant
+        if self.cuda_graphs:
+            self.tuned(key)
 
     def tuned(self, key) -> None:
         """After a variant's first launch, which autotuned it: its direct launch."""
@@ -415,14 +440,15 @@ def installed() -> bool:
 
 def compiling_variants() -> bool:
     """Whether the kernels of the graph being compiled will launch size variants: installed, and
-    launched by the Python wrapper outside CUDA graphs (a C++ wrapper launches kernels itself; a
-    graph captured under ``mode="reduce-overhead"`` replays the kernels of its capture, when no
-    variant compiles)."""
+    launched by the Python wrapper (a C++ wrapper launches kernels itself), under CUDA graphs
+    where each size runs once before its capture (a capture with
+    ``triton.skip_cudagraph_warmup`` records the kernels of a size's first call, when no variant
+    compiles)."""
     if not installed():
         return False
     from torch._inductor import config
 
-    return not config.cpp_wrapper and not config.triton.cudagraphs
+    return not config.cpp_wrapper and not (config.triton.cudagraphs and config.triton.skip_cudagraph_warmup)
 
 
 def install() -> Callable[[], None]:

@@ -151,6 +151,21 @@ def test_kernels_with_size_arguments_name_them_and_skip_the_autotune_cache(monke
         assert package_kernels.inductor_meta_common.__func__(object) == stock
 
 
+def test_kernels_compiled_for_cuda_graphs_say_so(monkeypatch):
+    from torch._inductor import config
+
+    from lowerings.size_variants import CUDA_GRAPHS
+
+    monkeypatch.setitem(package_kernels._stock, "inductor_meta_common", lambda cls: {"kernel_name": "k"})
+    with config.patch({"triton.cudagraphs": True}):  # mode="reduce-overhead"
+        with V.set_kernel_handler(types.SimpleNamespace(_decomps_size_args=["ks0"])):
+            assert package_kernels.inductor_meta_common.__func__(object)[CUDA_GRAPHS] is True
+        with V.set_kernel_handler(types.SimpleNamespace()):  # no size arguments: no variants
+            assert CUDA_GRAPHS not in package_kernels.inductor_meta_common.__func__(object)
+    with V.set_kernel_handler(types.SimpleNamespace(_decomps_size_args=["ks0"])):
+        assert CUDA_GRAPHS not in package_kernels.inductor_meta_common.__func__(object)
+
+
 def test_installed_with_the_package():
     from torch._inductor.codegen import simd, triton
 

@@ -152,6 +152,36 @@ def test_a_failed_variant_turns_the_kernel_off(monkeypatch):
     assert size_variants._Sizes(_tuner(names=("ks1",))).off  # nothing to specialize
 
 
+class Tunable:
+    """Stands for a variant's ``CachingAutotuner``: autotunes to one launcher."""
+
+    def __init__(self, launchers, fails=False):
+        self.launchers, self.fails, self.tuned_on = launchers, fails, []
+        self.fn = types.SimpleNamespace(__name__="k")
+
+    def autotune_to_one_config(self, *args):
+        if self.fails:
+            raise RuntimeError("out of resources")
+        self.tuned_on.append(args)
+        self.launchers = self.launchers[:1]
+
+
+def test_under_cuda_graphs_a_variant_is_compiled_and_tuned_at_the_warm_up(monkeypatch):
+    launcher = types.SimpleNamespace(store_cubin=False)
+    variants = [Tunable([launcher, object()]), Tunable([object(), object()], fails=True)]
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: variants.pop(0))
+    tuner = _tuner()
+    tuner.inductor_meta[size_variants.CUDA_GRAPHS] = True
+    sizes = size_variants._Sizes(tuner)
+    args = ("in", "out", 48, 7, 4096)
+    sizes.seen(tuner, (48, 7, 4096), args, 0)  # the first launch: the capture comes next
+    (variant,) = sizes.variants.values()
+    assert variant.tuned_on == [args] and sizes.launches == {(48, 7, 4096): launcher}
+    sizes.seen(tuner, (50, 7, 4096), args, 0)  # tuning failed: the dynamic kernel is captured
+    assert list(sizes.variants) == [(48, 7, 4096)] and not sizes.off
+    assert size_variants._Sizes(_tuner()).specialize_at == size_variants.SPECIALIZE_AT > 1
+
+
 def test_run_launches_the_variant_of_its_sizes(monkeypatch):
     """Through its ``run`` at its first launch (which autotunes it) and under the profiler,
     directly through its launcher otherwise."""
@@ -362,7 +392,9 @@ def test_compiling_variants_where_the_python_wrapper_launches(monkeypatch):
     assert size_variants.compiling_variants()
     with config.patch(cpp_wrapper=True):
         assert not size_variants.compiling_variants()
-    with config.patch({"triton.cudagraphs": True}):  # mode="reduce-overhead"
+    with config.patch({"triton.cudagraphs": True}):  # mode="reduce-overhead": a warm-up run per size
+        assert size_variants.compiling_variants()
+    with config.patch({"triton.cudagraphs": True, "triton.skip_cudagraph_warmup": True}):
         assert not size_variants.compiling_variants()
     monkeypatch.setattr(size_variants, "_installed", [])
     assert not size_variants.compiling_variants()
@@ -423,25 +455,45 @@ class TestSizeVariants(TestCase):
         self.assertTrue(all(v is not None and len(v.launchers) == 1 for v in compiled))
 
     def test_training_step_and_cuda_graphs(self, device):
+        """Under ``mode="reduce-overhead"`` the variants are made at each size's warm-up run and
+        the capture records them (launched directly while capturing)."""
         from unittest import mock
 
         compiled, counted = self._counted()
+        capturing = []
+        stock_direct = size_variants.direct_launch
+
+        def direct(variant):
+            launch = stock_direct(variant)
+            if launch is None:
+                return None
+
+            def recorded(*args, stream):
+                capturing.append(torch.cuda.is_current_stream_capturing())
+                return launch(*args, stream=stream)
+
+            return recorded
+
         f = lambda x: F.interpolate(x, size=(37, 45), mode="nearest-exact")  # noqa: E731
         x = torch.randn(2, 8, 20, 30, device=device).contiguous(memory_format=torch.channels_last)
         leaf = x.detach().requires_grad_()
         g = torch.randn_like(f(x))
         doubles = x.detach().double().requires_grad_()
         (reference,) = torch.autograd.grad(f(doubles), doubles, g.double())
-        with mock.patch.object(size_variants, "compile_variant", counted):
+        with mock.patch.object(size_variants, "compile_variant", counted), \
+                mock.patch.object(size_variants, "direct_launch", direct):
             for mode in (None, "reduce-overhead"):
                 torch._dynamo.reset()
+                del compiled[:], capturing[:]
                 c = torch.compile(f, dynamic=True, mode=mode)
                 for _ in range(size_variants.SPECIALIZE_AT + 2):
                     self.assertEqual(c(x), f(x), atol=0, rtol=0)
                     (grad,) = torch.autograd.grad(c(leaf), leaf, g)
                     torch.testing.assert_close(grad.double(), reference, rtol=1e-5, atol=1e-5)
                     self.assertEqual(grad.stride(), x.stride())
-        self.assertGreater(len(compiled), 0)
+                self.assertGreater(len(compiled), 0, mode)
+                self.assertTrue(all(v is not None and len(v.launchers) == 1 for v in compiled), mode)
+                self.assertEqual(any(capturing), mode == "reduce-overhead")
 
     def test_every_kernel_of_a_3d_training_step_compiles_its_variant(self, device):
         """The backward's window-position table broadcasts ``(3*ks0) // 2``: that size stays an
@@ -508,23 +560,31 @@ class TestSizeVariants(TestCase):
 
     def test_window_gathers_choose_as_static_sizes_under_variants(self, device):
         """A contiguous 2d backward that gathers windows runs the generated gather where its
-        kernels launch variants, and ATen's kernel under CUDA graphs (no variants there);
-        eager's float64 gradients either way."""
+        kernels launch variants, under CUDA graphs too, and ATen's kernel where a capture comes
+        before any launch (``triton.skip_cudagraph_warmup``: no variants); eager's float64
+        gradients either way."""
+        from torch._inductor import config
         from torch._inductor.utils import run_and_get_code
 
         f = lambda x: F.interpolate(x, size=(37, 45), mode="nearest")  # noqa: E731
         leaf = torch.randn(2, 3, 20, 30, device=device, dtype=torch.float64, requires_grad=True)
         g = torch.randn(2, 3, 37, 45, device=device, dtype=torch.float64)
         (expected,) = torch.autograd.grad(f(leaf), leaf, g)
-        for mode, aten_kernel in ((None, False), ("reduce-overhead", True)):
+        # without a warm-up a kernel's first launch is its capture, where a stock kernel with
+        # several configurations cannot autotune: one configuration each there
+        no_warm_up = {"triton.skip_cudagraph_warmup": True, "triton.autotune_pointwise": False}
+        cases = ((None, {}, False), ("reduce-overhead", {}, False), ("reduce-overhead", no_warm_up, True))
+        for mode, patch, aten_kernel in cases:
             torch._dynamo.reset()
-            c = torch.compile(f, dynamic=True, mode=mode)
-            step = lambda: torch.autograd.grad(c(leaf), leaf, g)  # noqa: E731
-            (grad,), codes = run_and_get_code(step)
-            self.assertEqual("torch.ops.aten.upsample_nearest2d_backward.default(" in "\n".join(codes), aten_kernel)
-            for _ in range(size_variants.SPECIALIZE_AT + 1):
-                (grad,) = step()
-                torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-12)  # sums of 1-4 terms
+            with config.patch(patch):
+                c = torch.compile(f, dynamic=True, mode=mode)
+                step = lambda: torch.autograd.grad(c(leaf), leaf, g)  # noqa: E731
+                (grad,), codes = run_and_get_code(step)
+                self.assertEqual("torch.ops.aten.upsample_nearest2d_backward.default(" in "\n".join(codes),
+                                 aten_kernel, (mode, patch))
+                for _ in range(size_variants.SPECIALIZE_AT + 1):
+                    (grad,) = step()
+                    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-12)  # sums of 1-4 terms
 
     def tearDown(self):
         torch._dynamo.config.error_on_recompile = False

@@ -3,10 +3,13 @@ the rows that docs/findings.md, finding 1, leaves behind their static kernels.
 
 Usage (CUDA only): ``python -m perf.probes.size_variants_probe OUT_DIR [--rows REGEX]``
 
-Per row, ``torch.compile`` four ways: ``dynamic`` (``dynamic=True``, variants off: what a size
+Per row, ``torch.compile`` six ways: ``dynamic`` (``dynamic=True``, variants off: what a size
 past a kernel's ``MAX_VARIANTS`` runs), ``symbolic choice`` (``dynamic=True``, variants on, the
 formulations chosen as for sizes unknown at launch: ``kernel_choice.sizes_at_launch`` off),
-``variants`` (``dynamic=True``, as installed) and ``static`` (``dynamic=False``). Per way,
+``variants`` (``dynamic=True``, as installed), ``static`` (``dynamic=False``), and under
+``mode="reduce-overhead"`` with ``dynamic=True`` ``cuda graphs, no variants`` (no variants, the
+formulations chosen for sizes unknown at launch) and ``cuda graphs`` (as installed; each call
+after ``torch.compiler.cudagraph_mark_step_begin``). Per way,
 after three warm-up calls: the forward's and the training step's GPU kernels per call
 (profiler, us), the forward call and the step timed back to back (``torch.utils.benchmark``,
 median, us), the number of variants compiled and how many of them launch their flat form
@@ -52,7 +55,7 @@ ROWS = {
     "FPN merge bf16": lambda: fpn_merge_row(torch.bfloat16, CONTIGUOUS),
     "UNet skip cat bf16": lambda: _unet_skip(CONTIGUOUS),
 }
-WAYS = ("dynamic", "symbolic choice", "variants", "static")
+WAYS = ("dynamic", "symbolic choice", "variants", "static", "cuda graphs, no variants", "cuda graphs")
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
 
 
@@ -64,7 +67,26 @@ def _way(name):
         return mock.patch.object(size_variants, "MAX_VARIANTS", 0)
     if name == "symbolic choice":
         return mock.patch.object(kernel_choice, "sizes_at_launch", lambda *args: False)
+    if name == "cuda graphs, no variants":
+        stack = contextlib.ExitStack()
+        stack.enter_context(mock.patch.object(size_variants, "MAX_VARIANTS", 0))
+        stack.enter_context(mock.patch.object(size_variants, "compiling_variants", lambda: False))
+        return stack
     return contextlib.nullcontext()
+
+
+def _compiled(f, way):
+    """``f`` compiled the ``way`` way; a call under CUDA graphs begins a step (its outputs are
+    the graph's, overwritten by the next replay)."""
+    if not way.startswith("cuda graphs"):
+        return torch.compile(f, dynamic=way != "static")
+    compiled = torch.compile(f, dynamic=True, mode="reduce-overhead")
+
+    def call(*args):
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args)
+
+    return call
 
 
 def _call_time(fn) -> float:
@@ -102,12 +124,12 @@ def probe_row(make) -> dict:
         flats.clear()
         with _way(way), mock.patch.object(size_variants, "compile_variant", counted), \
                 mock.patch.object(size_variants, "_faster", faster):
-            compiled = torch.compile(f, dynamic=way != "static")
+            compiled = _compiled(f, way)
             forward = lambda: compiled(*args)  # noqa: E731
             step = lambda: torch.autograd.grad(compiled(*leaves), leaves, g)  # noqa: E731
             for _ in range(3):
-                out = forward()
-                grads = step()
+                out = forward().clone()
+                grads = [grad.clone() for grad in step()]
             assert torch.equal(out, expected) and out.stride() == expected.stride(), way
             tol = TOLERANCE[expected.dtype]
             for grad, ref in zip(grads, reference):
