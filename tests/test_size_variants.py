@@ -297,6 +297,20 @@ def test_a_variant_keeps_the_faster_of_its_tiled_and_flat_forms(monkeypatch):
     assert sizes.variants == {(5, 6, 7, 30, 40): ("flat", ["in", "out", 7, 5, 1200])}
 
 
+def test_under_cuda_graphs_the_timing_of_both_forms_tunes_the_variant(monkeypatch):
+    chosen = Tunable([types.SimpleNamespace(store_cubin=False), object()])  # not to be tuned again
+    monkeypatch.setattr(size_variants, "compile_variant", lambda t, values, configs: "tiled")
+    monkeypatch.setattr(size_variants, "compile_flat", lambda t, launch, args: "flat")
+    monkeypatch.setattr(size_variants, "_faster", lambda launches, args, stream: chosen)
+    monkeypatch.setattr(size_variants, "direct_launch", lambda variant: ("direct", variant))
+    tuner = _tiled_tuner()
+    tuner.inductor_meta[size_variants.CUDA_GRAPHS] = True
+    sizes = size_variants._Sizes(tuner)
+    sizes.seen(tuner, (5, 6, 7, 30, 40), ("in", "out", 5, 6, 7, 30, 40), 0)
+    assert sizes.variants == {(5, 6, 7, 30, 40): chosen} and chosen.tuned_on == []
+    assert sizes.launches == {(5, 6, 7, 30, 40): ("direct", chosen)}
+
+
 def test_no_flat_form_for_kernels_that_read_what_they_mutate_or_after_a_failure(monkeypatch):
     # timed by launching both forms again: an argument updated in place must be one they only write
     writes = "    tl.store(in_out_ptr0 + (x0), tmp3, xmask)\n"
