@@ -207,9 +207,8 @@ def inductor_meta_common(cls) -> dict:
     """Inductor's kernel metadata; a kernel with ``i32`` symbolic size arguments names them
     (``lowerings.size_variants``), with its flat form where it has one (``lowerings.flat_sources``)
     and whether it is compiled for CUDA graphs."""
-    from torch._inductor.virtualized import V
-
     from torch._inductor import config
+    from torch._inductor.virtualized import V
 
     from .flat_sources import FLAT
     from .size_variants import CUDA_GRAPHS, SIZE_ARGS

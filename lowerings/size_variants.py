@@ -22,9 +22,9 @@ kernel's values do not depend on its tiling). Nothing is compiled or tuned while
 being captured: a kernel compiled for CUDA graphs (``inductor_meta[CUDA_GRAPHS]``, under
 ``mode="reduce-overhead"``) compiles and tunes the variant of a tuple at its first launch, the
 warm-up run that CUDA graph trees give each new size before they capture it, so the capture
-records the variant. Graphs do not recompile: the choice is made per launch, from the arguments, and a tuned
-variant is launched through its launcher, without ``CachingAutotuner.run``'s per-call preamble
-(``direct_launch``).
+records the variant. Graphs do not recompile: the choice is made per launch, from the arguments,
+and a tuned variant is launched through its launcher, without ``CachingAutotuner.run``'s
+per-call preamble (``direct_launch``).
 """
 
 from __future__ import annotations
