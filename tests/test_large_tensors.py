@@ -9,6 +9,7 @@ gradients can be compared bit for bit.
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
@@ -17,6 +18,8 @@ from torch.testing._internal.common_utils import TestCase, parametrize, run_test
 import decomps  # noqa: F401  (installs)
 
 INT32_MAX = 2**31 - 1
+# Under pytest-xdist (scripts/test.sh) these tests share one worker: each holds gigabytes.
+pytestmark = pytest.mark.xdist_group("large_tensors")
 
 
 def _compiled(fn, dynamic: bool):
