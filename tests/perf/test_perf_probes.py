@@ -122,3 +122,34 @@ def test_cpu_step_probe_splits_the_compiled_step(tmp_path):
     assert set(record["gradient addresses"]) == {"compiled step", "eager step"}
     assert all(n >= 1 for n in record["gradient addresses"].values())
     assert torch.get_num_threads() == threads
+
+
+def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
+    """The probe checks the compiled result against eager's and splits the call into the time
+    inside its kernels and the rest, at small sizes, with the package and (``--stock``) without,
+    after which the package is installed again."""
+    import json
+
+    import torch
+
+    import decomps
+    from perf.probes import cpu_call_probe
+
+    threads = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_call_probe, "ROWS", [((1, 2, 50, 40), (26, 26))])
+        patch.setattr(cpu_call_probe, "MODES", ("nearest-exact",))
+        for flags in ([], ["--stock"]):
+            args = [str(tmp_path), "--threads", "1", "--rounds", "2", "--calls", "5", *flags]
+            assert cpu_call_probe.main(args) == 0
+            assert decomps.is_installed()
+    for name, tag in (("cpu_call_probe", "package"), ("cpu_call_probe-stock", "stock")):
+        (record,) = json.loads((tmp_path / f"{name}.json").read_text())
+        assert record["tag"] == tag and record["threads"] == 1 and record["mode"] == "nearest-exact"
+        us = record["us, median of rounds"]
+        assert set(us) == {"compiled", "compiled, kernels not run", "eager"}
+        assert all(t > 0 for t in us.values())
+        split = record["compiled, split"]
+        assert split["kernels"] > 0 and split["rest"] > 0
+        assert split["kernels"] + split["rest"] == pytest.approx(us["compiled"], abs=0.2)
+    assert torch.get_num_threads() == threads
