@@ -40,6 +40,24 @@ def fpn_merge_row(dtype, memory_format):
     return (top, lateral), lambda t, lat: lat + F.interpolate(t, scale_factor=2, mode="nearest")
 
 
+def compiled_graphs(call):
+    """The compiled graphs (``CompiledFxGraph``) one ``call()`` runs, each with a copy of its
+    arguments (graphs clear the list they are given)."""
+    from unittest import mock
+
+    from torch._inductor.output_code import CompiledFxGraph
+
+    calls, stock = [], CompiledFxGraph.__call__
+
+    def record(self, inputs):
+        calls.append((self, list(inputs)))
+        return stock(self, inputs)
+
+    with mock.patch.object(CompiledFxGraph, "__call__", record):
+        call()
+    return calls
+
+
 def start_cuda_probe(name: str) -> bool:
     """False (with a message) without CUDA; else installs the package and turns off the compile
     caches, whose keys do not see the switches the probes flip."""

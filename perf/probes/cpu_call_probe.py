@@ -26,13 +26,12 @@ import argparse
 import statistics
 import time
 from pathlib import Path
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
 import decomps
-from perf.probes import cpu_rows
+from perf.probes import compiled_graphs, cpu_rows
 
 ROWS = [((1, 3, 500, 400), (256, 256))]
 MODES = ("nearest", "nearest-exact")
@@ -43,20 +42,9 @@ def _interp(x, kwargs):
 
 
 def _kernels(call):
-    """The module globals of a compiled call's graph that are its C++ kernels: ``{name: kernel}``
-    and the globals they live in."""
-    from torch._inductor.output_code import CompiledFxGraph
-
-    graphs = []
-    stock = CompiledFxGraph.__call__
-
-    def record(self, inputs):
-        graphs.append(self)
-        return stock(self, inputs)
-
-    with mock.patch.object(CompiledFxGraph, "__call__", record):
-        call()
-    (graph,) = graphs
+    """The C++ kernels of the one graph a compiled call runs, ``{name: kernel}``, and the module
+    globals they live in."""
+    ((graph, _),) = compiled_graphs(call)
     module_globals = getattr(graph.current_callable, "__func__", graph.current_callable).__globals__
     return {k: v for k, v in module_globals.items() if k.startswith("cpp_fused")}, module_globals
 

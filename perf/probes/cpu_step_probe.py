@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 import decomps  # noqa: F401  (installs)
-from perf.probes import cpu_rows
+from perf.probes import compiled_graphs, cpu_rows
 
 ROWS = [((1, 3, 1200, 1300), (200, 300))]
 TINY = ((1, 3, 12, 13), (2, 3))
@@ -54,22 +54,6 @@ def _inputs(shape, size):
     return x, torch.randn(*shape[:2], *size), {"size": size, "mode": "nearest"}
 
 
-def _graphs(step):
-    """The compiled graphs one call of ``step`` runs, each with a copy of its arguments (graphs
-    clear the list they are given)."""
-    from torch._inductor.output_code import CompiledFxGraph
-
-    calls, stock = [], CompiledFxGraph.__call__
-
-    def record(self, inputs):
-        calls.append((self, list(inputs)))
-        return stock(self, inputs)
-
-    with mock.patch.object(CompiledFxGraph, "__call__", record):
-        step()
-    return calls
-
-
 def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -85,7 +69,7 @@ def measure(threads: int, shape, size, rounds: int, steps: int) -> dict:
     for _ in range(3):
         (grad,) = step()
     torch.testing.assert_close(grad, torch.autograd.grad(_interp(x, kwargs), x, g)[0], rtol=0, atol=0)
-    (forward, forward_args), (backward, backward_args) = _graphs(step)
+    (forward, forward_args), (backward, backward_args) = compiled_graphs(step)
 
     def graphs_directly():
         out = forward(list(forward_args))
