@@ -98,6 +98,28 @@ def test_step_profile_times_the_harness_rows(kind, channels_last):
     assert case.name == f"{kind}+bwd nearest (8, 256, 128, 128)->(256, 256) bfloat16 {layout}"
 
 
+def test_host_cost_probe_lateral_only_neck_is_the_neck_without_its_top_down_path():
+    """Each level of the lower-bound neck is the output convolution of its lateral convolution;
+    the coarsest level, which no upsampling reaches, is the full neck's."""
+    import torch
+
+    from perf.bench import FPNNeck
+    from perf.probes import host_cost_probe
+
+    torch.manual_seed(0)
+    levels = ((1, 4, 8, 8), (1, 8, 4, 4), (1, 16, 2, 2))
+    neck = FPNNeck(tuple(s[1] for s in levels), 6, "nearest")
+    lateral_only = host_cost_probe.lateral_only_neck()(tuple(s[1] for s in levels), 6, "nearest")
+    lateral_only.load_state_dict(neck.state_dict())
+    features = [torch.randn(s) for s in levels]
+    with torch.no_grad():
+        outputs, full = lateral_only(*features), neck(*features)
+        for i, x in enumerate(features):
+            assert torch.equal(outputs[i], neck.output[i](neck.lateral[i](x)))
+    assert torch.equal(outputs[-1], full[-1])
+    assert not torch.equal(outputs[0], full[0])
+
+
 def test_cpu_step_probe_splits_the_compiled_step(tmp_path):
     """The probe checks the compiled gradient against eager's and splits the step into its two
     graphs and the rest, at small sizes."""
