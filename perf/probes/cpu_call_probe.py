@@ -1,7 +1,7 @@
 """A compiled CPU forward call split into its C++ kernels and the host's part (docs/findings.md,
 finding 3, "the compiled call's own time").
 
-Usage: ``python -m perf.probes.cpu_call_probe OUT_DIR [--stock] [--threads 1 2] [--rounds R] [--calls C]``
+Usage: ``python -m perf.probes.cpu_call_probe OUT_DIR [--stock] [--threads 1 2] [--rounds R] [--calls C] [--bounds]``
 
 For each row (f32, contiguous, ``size`` through a kwargs dict as the harness passes it,
 ``dynamic=True``), mode and thread count, interleaved rounds of ``C`` calls per column, us per
@@ -12,7 +12,13 @@ call:
 * ``compiled, kernels not run``: the same call with its kernels skipped: the host's part while
   the caches still hold what the wrappers touch; its difference to the rest above is what the
   kernels' memory traffic costs them;
-* ``eager``: eager's call.
+* ``eager``: eager's call;
+* with ``--bounds``, ``compiled, gather's bytes only``: the call with each kernel rebuilt from
+  its source with every vector gather of the package (``lowerings/cpu_gathers``) replaced by two
+  unmasked loads from its first lane's element, added (``gather_bytes_only``): the cache lines
+  the gather reads, and at most one more per input row, with no index work. Not the result; a
+  bound from below on any kernel with ordinary loads and stores in that call. The input lies in a
+  larger buffer, so the loads past its end stay in memory the process owns.
 
 ``--stock`` measures stock Inductor (``decomps.uninstall()`` first; a graph compiled in one
 install state recompiles in the other, so each tag takes its own process). Each compiled result
@@ -23,6 +29,8 @@ per row.
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import statistics
 import time
 from pathlib import Path
@@ -50,52 +58,95 @@ def _kernels(call):
 
 
 class _Timed:
-    """Wraps the kernels of a compiled call's graph module: sums their time, or skips them."""
+    """Wraps the kernels of a compiled call's graph module: sums their time, or skips them;
+    ``kernels`` (by name) are the ones that run."""
 
     def __init__(self, kernels, module_globals):
         self.inside = 0.0
         self.skip = False
-        for name, kernel in kernels.items():
-            module_globals[name] = self._wrap(kernel)
+        self.kernels = dict(kernels)
+        for name in kernels:
+            module_globals[name] = self._wrap(name)
 
-    def _wrap(self, kernel):
+    def _wrap(self, name):
         def timed(*args):
             if self.skip:
                 return None
             start = time.perf_counter()
-            kernel(*args)
+            self.kernels[name](*args)
             self.inside += time.perf_counter() - start
 
         return timed
 
 
-def measure(threads: int, shape, size, mode: str, rounds: int, calls: int) -> dict:
+# One vector gather of lowerings/cpu_gathers: its lambda up to the first lane's index, the rest.
+_GATHER = re.compile(
+    r"(\[&\]\(\) -> at::vec::Vectorized<float>\n\{\n    const float\* base = [^\n]*\n.*?"
+    r"\n    const int64_t first = [^\n]*\n).*?\n\}\n\(\)",
+    re.S,
+)
+_BYTES_ONLY = ("    return at::vec::Vectorized<float>(\n"
+               "        _mm512_add_ps(_mm512_loadu_ps(base + first), _mm512_loadu_ps(base + first + 16)));\n}\n()")
+
+
+def gather_bytes_only(source: str) -> tuple[str, int]:
+    """A C++ kernel's source with each vector gather replaced by two unmasked loads from its
+    first lane's element, added, and how many were replaced."""
+    return _GATHER.subn(lambda m: m.group(1) + _BYTES_ONLY, source)
+
+
+def _bytes_only_kernels(module_globals) -> dict:
+    """The graph module's C++ kernels rebuilt by ``gather_bytes_only``, ``{name: kernel}``; empty
+    where no kernel has a vector gather."""
+    from torch._inductor.async_compile import AsyncCompile
+
+    source = Path(module_globals["__file__"]).read_text()
+    kernels = {}
+    for name, argtypes, code in re.findall(r"(cpp_fused\w*) = async_compile\.cpp_pybinding\((\[.*?\]), r'''(.*?)'''\)",
+                                           source, re.S):
+        code, count = gather_bytes_only(code)
+        if count:
+            kernel = AsyncCompile().cpp_pybinding(eval(argtypes), code)  # a list of C type names
+            kernels[name] = kernel.result() if hasattr(kernel, "result") else kernel
+    return kernels
+
+
+def measure(threads: int, shape, size, mode: str, rounds: int, calls: int, bounds: bool = False) -> dict:
     torch.set_num_threads(threads)
     torch._dynamo.reset()
-    x = torch.randn(shape)
+    numel = math.prod(shape)
+    x = torch.randn(numel + 64)[:numel].view(shape)  # the bound's loads may read past the end
     kwargs = {"size": size, "mode": mode}
     expected = _interp(x, kwargs)
     compiled = torch.compile(_interp, dynamic=True)
     for _ in range(2):
         assert torch.equal(compiled(x, kwargs), expected)
-    timed = _Timed(*_kernels(lambda: compiled(x, kwargs)))
-    columns = {"compiled": (compiled, False), "compiled, kernels not run": (compiled, True), "eager": (_interp, False)}
+    kernels, module_globals = _kernels(lambda: compiled(x, kwargs))
+    timed = _Timed(kernels, module_globals)
+    columns = {"compiled": (compiled, False, kernels), "compiled, kernels not run": (compiled, True, kernels),
+               "eager": (_interp, False, kernels)}
+    bytes_only = _bytes_only_kernels(module_globals) if bounds else {}
+    if bytes_only:
+        columns["compiled, gather's bytes only"] = (compiled, False, {**kernels, **bytes_only})
     times = {name: [] for name in columns}
     inside = []
     for _ in range(rounds):
-        for name, (fn, skip) in columns.items():
-            timed.inside, timed.skip = 0.0, skip
+        for name, (fn, skip, running) in columns.items():
+            timed.inside, timed.skip, timed.kernels = 0.0, skip, running
             start = time.perf_counter()
             for _ in range(calls):
                 fn(x, kwargs)
             times[name].append((time.perf_counter() - start) / calls * 1e6)
             if name == "compiled":
                 inside.append(timed.inside / calls * 1e6)
+    timed.kernels = kernels
     us = {name: round(statistics.median(t), 1) for name, t in times.items()}
-    kernels = statistics.median(inside)
+    best = {name: round(min(t), 1) for name, t in times.items()}
+    inside_us = statistics.median(inside)
     return {"tag": "stock" if not decomps.is_installed() else "package", "threads": threads,
             "shape": list(shape), "size": list(size), "mode": mode, "us, median of rounds": us,
-            "compiled, split": {"kernels": round(kernels, 1), "rest": round(us["compiled"] - kernels, 1)}}
+            "us, best round": best, "kernels rebuilt": len(bytes_only),
+            "compiled, split": {"kernels": round(inside_us, 1), "rest": round(us["compiled"] - inside_us, 1)}}
 
 
 def main(argv=None) -> int:
@@ -105,13 +156,16 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--bounds", action="store_true",
+                        help="also the call with its vector gathers reduced to their memory traffic")
     args = parser.parse_args(argv)
     rows = [(shape, size, mode) for shape, size in ROWS for mode in MODES]
     if args.stock:
         decomps.uninstall()
     try:
         return cpu_rows("cpu_call_probe-stock" if args.stock else "cpu_call_probe", args.out_dir, args.threads, rows,
-                        lambda n, shape, size, mode: measure(n, shape, size, mode, args.rounds, args.calls))
+                        lambda n, shape, size, mode: measure(n, shape, size, mode, args.rounds, args.calls,
+                                                             args.bounds))
     finally:
         if args.stock:
             decomps.install()

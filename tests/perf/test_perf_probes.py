@@ -98,6 +98,32 @@ def test_step_profile_times_the_harness_rows(kind, channels_last):
     assert case.name == f"{kind}+bwd nearest (8, 256, 128, 128)->(256, 256) bfloat16 {layout}"
 
 
+def test_gather_bytes_only_keeps_the_lambda_up_to_its_first_lane():
+    """The bound's kernel keeps each gather's base and first lane, loads the two vectors from
+    there, and leaves the rest of the kernel as it was."""
+    from perf.probes import cpu_call_probe
+
+    gather = """[&]() -> at::vec::Vectorized<float>
+{
+    const float* base = in_ptr0 + static_cast<int64_t>(ks1*tmp0);
+    const __m512i lanes = tmp1;
+    const int64_t first = _mm_cvtsi128_si32(_mm512_castsi512_si128(lanes));
+    if (in_span)
+    {
+        return _mm512_permutex2var_ps(a, offsets, b);
+    }
+    return at::vec::Vectorized<float>::loadu(values);
+}
+()"""
+    source = f"auto tmp2 = {gather};\ntmp2.store(out_ptr0 + x2);\nauto tmp3 = {gather};"
+    replaced, count = cpu_call_probe.gather_bytes_only(source)
+    assert count == 2
+    assert "permutex2var" not in replaced and "values" not in replaced
+    assert replaced.count("_mm512_loadu_ps(base + first), _mm512_loadu_ps(base + first + 16)") == 2
+    assert replaced.count("const int64_t first = _mm_cvtsi128_si32") == 2
+    assert "tmp2.store(out_ptr0 + x2);" in replaced
+
+
 def test_host_cost_probe_lateral_only_neck_is_the_neck_without_its_top_down_path():
     """Each level of the lower-bound neck is the output convolution of its lateral convolution;
     the coarsest level, which no upsampling reaches, is the full neck's."""
@@ -149,28 +175,34 @@ def test_cpu_step_probe_splits_the_compiled_step(tmp_path):
 def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
     """The probe checks the compiled result against eager's and splits the call into the time
     inside its kernels and the rest, at small sizes, with the package and (``--stock``) without,
-    after which the package is installed again."""
+    after which the package is installed again; with ``--bounds``, the package's call with its
+    vector gathers reduced to their loads where the C++ backend takes that path."""
     import json
 
     import torch
 
     import decomps
+    from lowerings import cpu_gathers
     from perf.probes import cpu_call_probe
 
     threads = torch.get_num_threads()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cpu_call_probe, "ROWS", [((1, 2, 50, 40), (26, 26))])
         patch.setattr(cpu_call_probe, "MODES", ("nearest-exact",))
-        for flags in ([], ["--stock"]):
+        for flags in (["--bounds"], ["--stock"]):
             args = [str(tmp_path), "--threads", "1", "--rounds", "2", "--calls", "5", *flags]
             assert cpu_call_probe.main(args) == 0
             assert decomps.is_installed()
+    rebuilt = {"package": int(cpu_gathers.available()), "stock": 0}
     for name, tag in (("cpu_call_probe", "package"), ("cpu_call_probe-stock", "stock")):
         (record,) = json.loads((tmp_path / f"{name}.json").read_text())
         assert record["tag"] == tag and record["threads"] == 1 and record["mode"] == "nearest-exact"
         us = record["us, median of rounds"]
-        assert set(us) == {"compiled", "compiled, kernels not run", "eager"}
+        bound = {"compiled, gather's bytes only"} if rebuilt[tag] else set()
+        assert set(us) == {"compiled", "compiled, kernels not run", "eager"} | bound
+        assert record["kernels rebuilt"] == rebuilt[tag]
         assert all(t > 0 for t in us.values())
+        assert all(0 < record["us, best round"][k] <= us[k] for k in us)
         split = record["compiled, split"]
         assert split["kernels"] > 0 and split["rest"] > 0
         assert split["kernels"] + split["rest"] == pytest.approx(us["compiled"], abs=0.2)
