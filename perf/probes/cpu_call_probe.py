@@ -29,6 +29,7 @@ per row.
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import re
 import statistics
@@ -106,7 +107,7 @@ def _bytes_only_kernels(module_globals) -> dict:
                                            source, re.S):
         code, count = gather_bytes_only(code)
         if count:
-            kernel = AsyncCompile().cpp_pybinding(eval(argtypes), code)  # a list of C type names
+            kernel = AsyncCompile().cpp_pybinding(ast.literal_eval(argtypes), code)  # C type names
             kernels[name] = kernel.result() if hasattr(kernel, "result") else kernel
     return kernels
 
