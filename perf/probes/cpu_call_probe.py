@@ -1,10 +1,12 @@
 """A compiled CPU forward call split into its C++ kernels and the host's part (docs/findings.md,
 finding 3, "the compiled call's own time").
 
-Usage: ``python -m perf.probes.cpu_call_probe OUT_DIR [--stock] [--threads 1 2] [--rounds R] [--calls C] [--bounds]``
+Usage: ``python -m perf.probes.cpu_call_probe OUT_DIR [--stock] [--threads 1 2] [--rounds R] [--calls C] [--bounds]
+[--call-forms symbolic literal]``
 
-For each row (f32, contiguous, ``size`` through a kwargs dict as the harness passes it,
-``dynamic=True``), mode and thread count, interleaved rounds of ``C`` calls per column, us per
+For each row (f32, contiguous, ``dynamic=True``), mode, call form (``symbolic``: ``size`` through
+a kwargs dict as the harness passes it, the default; ``literal``: the size written as constants,
+as in the harness's ``size:literal`` rows) and thread count, interleaved rounds of ``C`` calls per column, us per
 call:
 
 * ``compiled``: the compiled call, split into the time inside its graph's C++ kernels and the
@@ -48,6 +50,12 @@ MODES = ("nearest", "nearest-exact")
 
 def _interp(x, kwargs):
     return F.interpolate(x, **kwargs)
+
+
+def _literal(size, mode: str):
+    """``_interp`` with the output size and mode written as constants: Dynamo traces a closure's
+    ints as symbols under ``dynamic=True``, only the code's constants stay static."""
+    return eval(f"lambda x, kwargs: F.interpolate(x, size={tuple(size)!r}, mode={mode!r})", {"F": F})
 
 
 def _kernels(call):
@@ -112,14 +120,14 @@ def _bytes_only_kernels(module_globals) -> dict:
     return kernels
 
 
-def measure(threads: int, shape, size, mode: str, rounds: int, calls: int, bounds: bool = False) -> dict:
+def measure(threads: int, shape, size, mode: str, form: str, rounds: int, calls: int, bounds: bool = False) -> dict:
     torch.set_num_threads(threads)
     torch._dynamo.reset()
     numel = math.prod(shape)
     x = torch.randn(numel + 64)[:numel].view(shape)  # the bound's loads may read past the end
     kwargs = {"size": size, "mode": mode}
     expected = _interp(x, kwargs)
-    compiled = torch.compile(_interp, dynamic=True)
+    compiled = torch.compile(_literal(size, mode) if form == "literal" else _interp, dynamic=True)
     for _ in range(2):
         assert torch.equal(compiled(x, kwargs), expected)
     kernels, module_globals = _kernels(lambda: compiled(x, kwargs))
@@ -145,7 +153,7 @@ def measure(threads: int, shape, size, mode: str, rounds: int, calls: int, bound
     best = {name: round(min(t), 1) for name, t in times.items()}
     inside_us = statistics.median(inside)
     return {"tag": "stock" if not decomps.is_installed() else "package", "threads": threads,
-            "shape": list(shape), "size": list(size), "mode": mode, "us, median of rounds": us,
+            "shape": list(shape), "size": list(size), "mode": mode, "form": form, "us, median of rounds": us,
             "us, best round": best, "kernels rebuilt": len(bytes_only),
             "compiled, split": {"kernels": round(inside_us, 1), "rest": round(us["compiled"] - inside_us, 1)}}
 
@@ -157,16 +165,16 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--call-forms", nargs="+", choices=("symbolic", "literal"), default=["symbolic"])
     parser.add_argument("--bounds", action="store_true",
                         help="also the call with its vector gathers reduced to their memory traffic")
     args = parser.parse_args(argv)
-    rows = [(shape, size, mode) for shape, size in ROWS for mode in MODES]
+    rows = [(shape, size, mode, form) for shape, size in ROWS for mode in MODES for form in args.call_forms]
     if args.stock:
         decomps.uninstall()
     try:
         return cpu_rows("cpu_call_probe-stock" if args.stock else "cpu_call_probe", args.out_dir, args.threads, rows,
-                        lambda n, shape, size, mode: measure(n, shape, size, mode, args.rounds, args.calls,
-                                                             args.bounds))
+                        lambda n, *row: measure(n, *row, args.rounds, args.calls, args.bounds))
     finally:
         if args.stock:
             decomps.install()

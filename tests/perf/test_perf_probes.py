@@ -189,13 +189,16 @@ def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cpu_call_probe, "ROWS", [((1, 2, 50, 40), (26, 26))])
         patch.setattr(cpu_call_probe, "MODES", ("nearest-exact",))
-        for flags in (["--bounds"], ["--stock"]):
+        for flags in (["--bounds", "--call-forms", "symbolic", "literal"], ["--stock"]):
             args = [str(tmp_path), "--threads", "1", "--rounds", "2", "--calls", "5", *flags]
             assert cpu_call_probe.main(args) == 0
             assert decomps.is_installed()
     rebuilt = {"package": int(cpu_gathers.available()), "stock": 0}
-    for name, tag in (("cpu_call_probe", "package"), ("cpu_call_probe-stock", "stock")):
-        (record,) = json.loads((tmp_path / f"{name}.json").read_text())
+    records = {tag: json.loads((tmp_path / f"{name}.json").read_text())
+               for name, tag in (("cpu_call_probe", "package"), ("cpu_call_probe-stock", "stock"))}
+    assert [r["form"] for r in records["package"]] == ["symbolic", "literal"]
+    assert [r["form"] for r in records["stock"]] == ["symbolic"]
+    for tag, record in [(tag, r) for tag, rs in records.items() for r in rs]:
         assert record["tag"] == tag and record["threads"] == 1 and record["mode"] == "nearest-exact"
         us = record["us, median of rounds"]
         bound = {"compiled, gather's bytes only"} if rebuilt[tag] else set()
