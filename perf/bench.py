@@ -124,18 +124,19 @@ def _interp_kwargs(case: Case) -> dict:
     return {"scale_factor": case.scale_factor, "mode": case.mode}
 
 
-def _literal_interpolate(case: Case) -> Callable:
-    """``lambda x: F.interpolate(x, size=(600, 700), mode="nearest")``, the size written as constants.
+def literal_interpolate(osize, mode: str) -> Callable:
+    """``lambda x: F.interpolate(x, size=(600, 700), mode="nearest")``, the size written as constants;
+    a new code object per call (Dynamo keys its cache on the code).
 
     Built from source because Dynamo traces ints of a closure (``_interp_workload``'s form) or of
     a ``functools.partial`` as symbols under ``dynamic=True``; only constants of the code stay static.
     """
-    return eval(f"lambda x: F.interpolate(x, size={tuple(case.osize)!r}, mode={case.mode!r})", {"F": F})
+    return eval(f"lambda x: F.interpolate(x, size={tuple(osize)!r}, mode={mode!r})", {"F": F})
 
 
 def _interp_workload(case: Case, dtype, memory_format) -> Workload:
     if case.call_form == "literal":
-        interpolate = _literal_interpolate(case)
+        interpolate = literal_interpolate(case.osize, case.mode)
     else:
         kwargs = _interp_kwargs(case)
 

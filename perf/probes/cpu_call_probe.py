@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 import decomps
+from perf.bench import literal_interpolate
 from perf.probes import compiled_graphs, cpu_rows
 
 ROWS = [((1, 3, 500, 400), (256, 256))]
@@ -53,9 +54,9 @@ def _interp(x, kwargs):
 
 
 def _literal(size, mode: str):
-    """``_interp`` with the output size and mode written as constants: Dynamo traces a closure's
-    ints as symbols under ``dynamic=True``, only the code's constants stay static."""
-    return eval(f"lambda x, kwargs: F.interpolate(x, size={tuple(size)!r}, mode={mode!r})", {"F": F})
+    """``_interp`` with the output size and mode written as constants (``kwargs`` unused)."""
+    interpolate = literal_interpolate(size, mode)
+    return lambda x, kwargs: interpolate(x)
 
 
 def _kernels(call):
