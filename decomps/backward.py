@@ -139,20 +139,31 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
         bounds.append(backward_windows.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
         if bounds[-1] is None:
             return None
-    # Per moving dim, (isize, bound): the output index of each window position, -1 outside the
-    # window (where the gather reads index 0 and drops it); one table for all dims where
-    # ``kernel_choice.window_table`` says.
-    windows = []
+    # Per moving dim, (isize, bound): the output index of each window position, and the end of
+    # its window.
+    spans = []
     for d, bound in zip(range(first, last + 1), bounds):
         isize, osize = input_size[2 + d], output_size[d]
         lo = _window_starts(isize, osize, scales[d], rule, g.device, identity_if, len(output_size))
         idx = lo[:-1].unsqueeze(1) + torch.arange(bound, dtype=lo.dtype, device=g.device)
-        windows.append(torch.where(idx < lo[1:].unsqueeze(1), idx, -1))
+        spans.append((idx, lo[1:].unsqueeze(1), osize))
     if kernel_choice.window_table(g, span):
+        # Each dim's positions as one tensor, -1 outside the window (where the gather reads index
+        # 0 and drops it), all dims' in one table built by one kernel.
+        windows = [torch.where(idx < end, idx, -1) for idx, end, _ in spans]
         table = index_tables.index_table(torch.cat([w.flatten() for w in windows]))
         windows = [t.view(w.shape) for t, w in zip(table.split([w.numel() for w in windows]), windows)]
-    positions = [w.clamp_min(0) for w in windows]
-    inside = [w >= 0 for w in windows]
+        positions = [w.clamp_min(0) for w in windows]
+        inside = [w >= 0 for w in windows]
+    else:
+        # The index (clamped: always a valid read) and the mask apart. Several taps read each,
+        # and Inductor realizes a reused pointwise of over 30 ops (``realize_opcount_threshold``)
+        # in a kernel of its own: the -1 form, whose positions and masks each hold both window
+        # ends, took two kernels before x1.5 f16's gather (H200); these take none, but with
+        # symbolic sizes one for nearest-exact's mask (two float64 window starts, each with the
+        # run-time size test).
+        positions = [idx.clamp_max(osize - 1) for idx, _, osize in spans]
+        inside = [idx < end for idx, end, _ in spans]
     trailing = [1] * (g.dim() - 2 - (last + 1))
     lead: list[Tensor | None] = [None] * (2 + first)
 

@@ -195,7 +195,8 @@ def window_table(grad_output: Tensor, moving_dims: int) -> bool:
     from one table (``index_tables``), built by one kernel: on CUDA, for two or more dims, not
     while exporting. Inductor realizes each such dim's positions and masks otherwise, four small
     kernels before a 2d gather, and the gather ran slower (docs/findings.md, finding 2); one
-    dim's it computes in the gather (x1.5 f16's outer dim), where a table would add a launch."""
+    dim's it computes in the gather (x1.5 f16's outer dim), where a table would add a launch
+    (``backward._gather_windows``: the index and the mask apart)."""
     return moving_dims > 1 and _eligible(grad_output, WINDOW_TABLE_DEVICES, layouts=None)
 
 

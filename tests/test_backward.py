@@ -426,12 +426,25 @@ class TestWindowStartsDtype(TestCase):
 
 
 class TestBackwardKernels(TestCase):
+    def _backward_kernels(self, step, x, dynamic: bool, msg: str) -> set[str]:
+        """The Triton kernels of ``step``'s compiled backward, whose gradient is checked against
+        eager's (strides too)."""
+        from torch._inductor.utils import run_and_get_code
+
+        g = torch.randn_like(step(x))
+        torch._dynamo.reset()
+        compiled = torch.compile(step, dynamic=dynamic)
+        (grad,), codes = run_and_get_code(lambda: torch.autograd.grad(compiled(x), x, g))
+        (expected,) = torch.autograd.grad(step(x), x, g)
+        self.assertEqual(grad.stride(), expected.stride(), msg=msg)
+        assert_grad_close(self, grad, expected, gradient_tolerance(g, lambda t: torch.autograd.grad(
+            step(x), x, t)[0]), msg)
+        return set(re.findall(r"def (triton_\w+)\(", codes[-1]))
+
     def test_window_gather_launches_one_kernel_before_it(self, device):
         """A static 2d window gather, contiguous and channels-last: its backward is the gather and
         one kernel for the window positions (``kernel_choice.window_table``; without the table
         Inductor realized four); eager's gradient."""
-        from torch._inductor.utils import run_and_get_code
-
         for channels_last, mode in itertools.product((False, True), ("nearest", "nearest-exact")):
             x = torch.randn(2, 3, 13, 11, device=device).contiguous(memory_format=memory_format_of(2, channels_last))
             x.requires_grad_()
@@ -439,17 +452,26 @@ class TestBackwardKernels(TestCase):
             def step(x):
                 return torch.nn.functional.interpolate(x, size=(23, 20), mode=mode)
 
-            g = torch.randn_like(step(x))
-            torch._dynamo.reset()
-            compiled = torch.compile(step, dynamic=False)
-            (grad,), codes = run_and_get_code(lambda: torch.autograd.grad(compiled(x), x, g))
-            (expected,) = torch.autograd.grad(step(x), x, g)
             msg = f"channels_last={channels_last} {mode}"
-            kernels = set(re.findall(r"def (triton_\w+)\(", codes[-1]))
+            kernels = self._backward_kernels(step, x, False, msg)
             self.assertEqual(len(kernels), 2, msg=f"{msg}: {sorted(kernels)}")
-            self.assertEqual(grad.stride(), expected.stride(), msg=msg)
-            assert_grad_close(self, grad, expected, gradient_tolerance(g, lambda t: torch.autograd.grad(
-                step(x), x, t)[0]), msg)
+
+    def test_one_dim_window_gather_computes_its_positions(self, device):
+        """x1.5 contiguous, static and dynamic: the innermost dim's period sums and the outer dim's
+        window gather are one kernel, which computes the window positions itself (no table for
+        one dim); with dynamic shapes nearest-exact's window mask, over Inductor's 30 ops, one more;
+        eager's gradient."""
+        for dynamic, mode in itertools.product((False, True), ("nearest", "nearest-exact")):
+            x = torch.randn(2, 3, 20, 22, device=device, requires_grad=True)
+
+            def step(x):
+                return torch.nn.functional.interpolate(x, scale_factor=1.5, mode=mode)
+
+            msg = f"dynamic={dynamic} {mode}"
+            kernels = self._backward_kernels(step, x, dynamic, msg)
+            # dynamic nearest-exact: its mask's window starts each test the sizes' identity at run time
+            expected = 2 if dynamic and mode == "nearest-exact" else 1
+            self.assertEqual(len(kernels), expected, msg=f"{msg}: {sorted(kernels)}")
 
 
 instantiate_device_type_tests(TestBackwardOpInfo, globals(), only_for=("cpu", "cuda"))
