@@ -159,9 +159,9 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
         # The index (clamped: always a valid read) and the mask apart. Several taps read each,
         # and Inductor realizes a reused pointwise of over 30 ops (``realize_opcount_threshold``)
         # in a kernel of its own: the -1 form, whose positions and masks each hold both window
-        # ends, took two kernels before x1.5 f16's gather (H200); these take none, but with
-        # symbolic sizes one for nearest-exact's mask (two float64 window starts, each with the
-        # run-time size test).
+        # ends, took two kernels before x1.5 f16's gather (H200); these take none. Nearest-exact's
+        # mask (two float64 window starts) is 25 ops; a run-time size test in each start (where no
+        # scale rules equal sizes out, below) takes it over 30.
         positions = [idx.clamp_max(osize - 1) for idx, _, osize in spans]
         inside = [idx < end for idx, end, _ in spans]
     trailing = [1] * (g.dim() - 2 - (last + 1))
@@ -290,7 +290,12 @@ def upsample_nearest_backward(
         # CUDA's 2d backward copies when the sizes match, whatever the scales.
         if all(size_conditions.holds(o == i) for o, i in zip(output_size, isizes)):
             return grad_output.clone(memory_format=memory_format)
-        if any(eager_rules.is_explicit(s) for s in scales):  # else the windows are [i, i + 1)
+        # Without an explicit scale the windows are [i, i + 1) there anyway. Where some dim's output
+        # size, computed from its scale, provably differs from its input size, no run-time test.
+        explicit = any(eager_rules.is_explicit(s) for s in scales)
+        if explicit and not any(
+            size_conditions.scaled_size_differs(i, o, s, 1) for i, o, s in zip(isizes, output_size, scales)
+        ):
             identity_if = size_conditions.sizes_equal(output_size, isizes)
 
     rule = eager_rules.window_rule(grad_output.device, exact)

@@ -13,7 +13,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from decomps import backward as backward_decompositions
-from decomps import eager_rules, kernel_choice
+from decomps import eager_rules, kernel_choice, size_conditions
 from decomps.backward import MAX_UNROLLED_TAPS
 from tests.common import (
     RANKS,
@@ -425,6 +425,33 @@ class TestWindowStartsDtype(TestCase):
             self.assertEqual(lo.dtype, dtype, msg=(rule, rank))
 
 
+class TestIdentityTest(TestCase):
+    """CUDA's 2d backward copies where the sizes match, whatever the scales: with symbolic sizes
+    and explicit scales the decomposition selects that at run time (a size test per dim), except
+    where some dim's output size comes from a scale that rules it out
+    (``size_conditions.scaled_size_differs``). Traced on the meta device, which takes CUDA's rules."""
+
+    def _size_tests(self, scale: float, from_scale: bool, exact: bool) -> int:
+        def f(x, g):
+            isizes = list(x.shape)
+            if from_scale:
+                osizes = [size_conditions.scaled_size(i, scale) for i in isizes[2:]]
+                g = x.new_ones([*isizes[:2], *osizes])
+            else:
+                osizes = list(g.shape[2:])
+            return backward_decompositions.upsample_nearest_backward(g, osizes, isizes, [scale, scale], exact)
+
+        x = torch.empty(2, 3, 7, 9, device="meta")
+        g = torch.empty(2, 3, int(7 * scale), int(9 * scale), device="meta")
+        graph = make_fx(f, tracing_mode="symbolic")(x, g)
+        return sum(n.target == torch.ops.aten.eq.Scalar for n in graph.graph.nodes)
+
+    def test_scales_that_rule_out_equal_sizes_drop_the_test(self):
+        for scale, from_scale, tests in [(1.5, True, 0), (0.5, True, 0), (1.2, True, 2), (1.5, False, 2)]:
+            for exact in (False, True):
+                self.assertEqual(self._size_tests(scale, from_scale, exact), tests, msg=(scale, from_scale, exact))
+
+
 class TestBackwardKernels(TestCase):
     def _backward_kernels(self, step, x, dynamic: bool, msg: str) -> set[str]:
         """The Triton kernels of ``step``'s compiled backward, whose gradient is checked against
@@ -459,8 +486,8 @@ class TestBackwardKernels(TestCase):
     def test_one_dim_window_gather_computes_its_positions(self, device):
         """x1.5 contiguous, static and dynamic: the innermost dim's period sums and the outer dim's
         window gather are one kernel, which computes the window positions itself (no table for
-        one dim); with dynamic shapes nearest-exact's window mask, over Inductor's 30 ops, one more;
-        eager's gradient."""
+        one dim; each position and mask under Inductor's 30 ops, so none is realized); eager's
+        gradient."""
         for dynamic, mode in itertools.product((False, True), ("nearest", "nearest-exact")):
             x = torch.randn(2, 3, 20, 22, device=device, requires_grad=True)
 
@@ -469,9 +496,7 @@ class TestBackwardKernels(TestCase):
 
             msg = f"dynamic={dynamic} {mode}"
             kernels = self._backward_kernels(step, x, dynamic, msg)
-            # dynamic nearest-exact: its mask's window starts each test the sizes' identity at run time
-            expected = 2 if dynamic and mode == "nearest-exact" else 1
-            self.assertEqual(len(kernels), expected, msg=f"{msg}: {sorted(kernels)}")
+            self.assertEqual(len(kernels), 1, msg=f"{msg}: {sorted(kernels)}")
 
 
 instantiate_device_type_tests(TestBackwardOpInfo, globals(), only_for=("cpu", "cuda"))

@@ -1,18 +1,18 @@
 """Where one compiled training step spends its GPU time, per kernel (docs/findings.md, finding 5).
 
-Usage (CUDA only): ``python -m perf.probes.step_profile OUT_DIR CASE [--stock] [--dynamic]``
+Usage (CUDA only): ``python -m perf.probes.step_profile OUT_DIR CASE [--stock] [--dynamic] [--exact]``
 
-CASE is ``x1.5`` or ``x1.5-cl`` (forward + ``torch.autograd.grad`` of a 1.5x nearest upsample of
+CASE is ``x1.5`` or ``x1.5-cl`` (forward + ``torch.autograd.grad`` of a 1.5x upsample of
 (8, 64, 200, 200) float16, contiguous or channels-last), ``fpn-neck`` (the harness's FPN neck
-train step, bfloat16), or one of the harness's static fused training steps and its empty step,
-built and compiled as the harness builds and compiles them: ``fpn-merge``, ``fpn-merge-cl``,
-``unet-skip``, ``unet-skip-cl`` (bfloat16, (8, 256, 128, 128) x2, nearest) and ``empty`` (``x * 2``
-on 8 elements). ``--stock`` runs without the package (never
-imported in that process). Prints, and writes to
-``OUT_DIR/step_profile-<case>-<pr|stock>-<static|dynamic>.txt``, the ``do_bench`` time of the
-whole step, the host's time per step (steps launched without waiting for the GPU, the lowest and
-the median of rounds), steps back to back, and ``torch.profiler``'s CUDA time per kernel over 20
-steps: where the host's time per step exceeds the kernels', the step is host time (autograd,
+train step, bfloat16, nearest), or one of the harness's static fused training steps and its empty
+step, built and compiled as the harness builds and compiles them: ``fpn-merge``, ``fpn-merge-cl``,
+``unet-skip``, ``unet-skip-cl`` (bfloat16, (8, 256, 128, 128) x2) and ``empty`` (``x * 2`` on 8
+elements). Nearest, nearest-exact with ``--exact`` (not for ``fpn-neck``). ``--stock`` runs
+without the package (never imported in that process). Prints, and writes to
+``OUT_DIR/step_profile-<case>-<mode>-<pr|stock>-<static|dynamic>.txt``, the ``do_bench`` time of
+the whole step, the host's time per step (steps launched without waiting for the GPU, the lowest
+and the median of rounds), steps back to back, and ``torch.profiler``'s CUDA time per kernel over
+20 steps: where the host's time per step exceeds the kernels', the step is host time (autograd,
 launches).
 """
 
@@ -25,7 +25,7 @@ STEPS = 20
 HOST_ROUNDS, HOST_STEPS = 7, 50
 
 
-def _x15_step(channels_last: bool):
+def _x15_step(channels_last: bool, mode: str):
     import torch
     import torch.nn.functional as F
 
@@ -36,7 +36,7 @@ def _x15_step(channels_last: bool):
     grad_output = grad_output.contiguous(memory_format=memory_format)
 
     def step(x):
-        return torch.autograd.grad(F.interpolate(x, scale_factor=1.5, mode="nearest"), x, grad_output)[0]
+        return torch.autograd.grad(F.interpolate(x, scale_factor=1.5, mode=mode), x, grad_output)[0]
 
     return step, (x,)
 
@@ -60,17 +60,17 @@ def _neck_step():
     return step, tuple(features)
 
 
-def _harness_case(kind: str, channels_last: bool):
-    """The harness's fused fwd+bwd row of ``kind`` (``fpn_merge`` or ``unet_skip``), bfloat16, nearest."""
+def _harness_case(kind: str, channels_last: bool, mode: str = "nearest"):
+    """The harness's fused fwd+bwd row of ``kind`` (``fpn_merge`` or ``unet_skip``), bfloat16."""
     from perf.cases import make_cases
 
     layout = "channels_last" if channels_last else "contiguous_format"
-    (case,) = [c for c in make_cases("cuda", modes=("nearest",), backward=True)
+    (case,) = [c for c in make_cases("cuda", modes=(mode,), backward=True)
                if c.kind == kind and c.backward and c.memory_format == layout]
     return case
 
 
-def _harness_step(kind: str, channels_last: bool, dynamic: bool):
+def _harness_step(kind: str, channels_last: bool, dynamic: bool, mode: str):
     """A fused row's training step (``_harness_case``) or, for ``empty``, the harness's empty one,
     built (``perf.bench``) and compiled as the harness builds and compiles them."""
     import torch
@@ -80,7 +80,7 @@ def _harness_step(kind: str, channels_last: bool, dynamic: bool):
     if kind == "empty":
         work = bench.empty_step_workload("cuda")
     else:
-        work = bench.build_workload(_harness_case(kind, channels_last))
+        work = bench.build_workload(_harness_case(kind, channels_last, mode))
     return work.runner(torch.compile(work.forward, dynamic=dynamic)), work.args
 
 
@@ -109,6 +109,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, case = Path(argv[0]), argv[1]
     stock, dynamic = "--stock" in argv, "--dynamic" in argv
+    mode = "nearest-exact" if "--exact" in argv else "nearest"
+    if mode != "nearest" and case == "fpn-neck":
+        raise SystemExit("fpn-neck: nearest only")
     if not stock:
         import decomps  # noqa: F401  (installs)
     import torch
@@ -120,9 +123,9 @@ def main(argv=None) -> int:
         "unet-skip": ("unet_skip", False), "unet-skip-cl": ("unet_skip", True), "empty": ("empty", False),
     }
     if case in harness_steps:
-        compiled, args = _harness_step(*harness_steps[case], dynamic)
+        compiled, args = _harness_step(*harness_steps[case], dynamic, mode)
     else:
-        step, args = {"x1.5": lambda: _x15_step(False), "x1.5-cl": lambda: _x15_step(True),
+        step, args = {"x1.5": lambda: _x15_step(False, mode), "x1.5-cl": lambda: _x15_step(True, mode),
                       "fpn-neck": _neck_step}[case]()
         compiled = torch.compile(step, dynamic=dynamic)
     for _ in range(5):
@@ -135,13 +138,13 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=80)
     kernels = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) / STEPS
-    report = f"{case} {'stock' if stock else 'PR'} dynamic={dynamic}: step {step_us:.1f} us " \
+    report = f"{case} {mode} {'stock' if stock else 'PR'} dynamic={dynamic}: step {step_us:.1f} us " \
              f"(do_bench); host per step {host_low:.1f} us (median of rounds {host_median:.1f}), " \
              f"back to back {back_to_back:.1f}; CUDA kernels per step {kernels:.1f} us; " \
              f"CUDA time per kernel over {STEPS} steps:\n{table}\n"
     print(report)
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = f"step_profile-{case}-{'stock' if stock else 'pr'}-{'dynamic' if dynamic else 'static'}.txt"
+    name = f"step_profile-{case}-{mode}-{'stock' if stock else 'pr'}-{'dynamic' if dynamic else 'static'}.txt"
     (out_dir / name).write_text(report)
     return 0
 
