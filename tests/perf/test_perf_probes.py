@@ -89,13 +89,14 @@ def test_cpu_threads_probe_columns_keep_their_own_graphs():
 
 @pytest.mark.parametrize("kind", ["fpn_merge", "unet_skip"])
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_step_profile_times_the_harness_rows(kind, channels_last):
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_step_profile_times_the_harness_rows(kind, channels_last, mode):
     """step_profile's fused steps are the harness's rows (the matrix has exactly one of each)."""
     from perf.probes import step_profile
 
-    case = step_profile._harness_case(kind, channels_last)
+    case = step_profile._harness_case(kind, channels_last, mode)
     layout = "channels_last" if channels_last else "contiguous_format"
-    assert case.name == f"{kind}+bwd nearest (8, 256, 128, 128)->(256, 256) bfloat16 {layout}"
+    assert case.name == f"{kind}+bwd {mode} (8, 256, 128, 128)->(256, 256) bfloat16 {layout}"
 
 
 def test_gather_bytes_only_keeps_the_lambda_up_to_its_first_lane():
