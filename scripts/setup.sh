@@ -12,10 +12,18 @@ TORCH=${2:-}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 . "$VENV/bin/activate"
 if [ -n "$TORCH" ]; then
+  # The pin is this env's purpose, so it goes with each install: pip fails rather than move torch.
+  # Where a machine-wide pip constraint refuses it (seen: /etc/xdg/pip capping torch<=2.14.1),
+  # the install is retried without pip's config files.
+  pinned_install() {
+    python -m pip install -q "$@" "torch==$TORCH" 2>/dev/null \
+      || PIP_CONFIG_FILE=/dev/null python -m pip install -q "$@" "torch==$TORCH"
+  }
   python -c "import sys, torch; sys.exit(torch.__version__.split('+')[0] != '$TORCH')" 2>/dev/null \
-    || python -m pip install -q "torch==$TORCH"
+    || pinned_install
+  pinned_install -e ".[test,perf]"
 else
   # Pin torch where none is importable: an unpinned `torch` pulls several GB of CUDA wheels.
   python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
+  python -m pip install -q -e ".[test,perf]"
 fi
-python -m pip install -q -e ".[test,perf]"
