@@ -14,21 +14,18 @@ from torch._inductor import config
 from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 
 import decomps
-from decomps import kernel_choice
 from lowerings import cpu_sizes
+from tests.common import generated_gathers
 
 PARALLEL = re.compile(r"#pragma omp parallel\b[^\n]*")
 SIZE_PARAMETER = re.compile(r"const int64_t (ks\d+)")
 
 
 def _kernels(fn, *args):
-    """fn's result compiled with dynamic shapes at 2 threads, and the C++ source of each kernel.
-    The package's kernels are generated on any machine: the rule's ATen kernel is off (with
-    AVX2's vectors it runs ATen's kernel for float32 gathers, an extern call with no C++ kernel)."""
+    """fn's result compiled with dynamic shapes at 2 threads, and the C++ source of each kernel
+    (the package's gathers generated on any machine)."""
     torch._dynamo.reset()
-    with fresh_inductor_cache(), mock.patch.object(config.cpp, "threads", 2), mock.patch.object(
-        kernel_choice, "ATEN_KERNEL_DEVICES", ()
-    ):
+    with fresh_inductor_cache(), mock.patch.object(config.cpp, "threads", 2), generated_gathers():
         out, codes = run_and_get_code(torch.compile(fn, dynamic=True, fullgraph=True), *args)
     return out, re.findall(r"r'''\n(.*?)'''", "\n".join(codes), re.S)
 

@@ -183,15 +183,12 @@ def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
     import torch
 
     import decomps
-    from decomps import kernel_choice
     from lowerings import cpu_gathers
     from perf.probes import cpu_call_probe
+    from tests.common import generated_gathers
 
     threads = torch.get_num_threads()
-    with pytest.MonkeyPatch.context() as patch:
-        # the package's generated gather on any machine: with AVX2's vectors the rule runs ATen's
-        # kernel for float32, an extern call with no generated kernel to split off
-        patch.setattr(kernel_choice, "ATEN_KERNEL_DEVICES", ())
+    with pytest.MonkeyPatch.context() as patch, generated_gathers():
         patch.setattr(cpu_call_probe, "ROWS", [((1, 2, 50, 40), (26, 26))])
         patch.setattr(cpu_call_probe, "MODES", ("nearest-exact",))
         for flags in (["--bounds", "--call-forms", "symbolic", "literal"], ["--stock"]):
