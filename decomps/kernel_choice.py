@@ -7,8 +7,9 @@ each gradient element into its input rather than gathering windows (``plain_stor
 
 Inductor's C++ backend loads a gather along the innermost dim element by element through a
 buffer of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there
-(docs/findings.md, finding 3), and eager's backward beats the generated window gather wherever an
-outer dim gathers. On CUDA the generated window gather divides by runtime sizes where they are
+for most dtypes (docs/findings.md, finding 3), but not for float32 where the vectors are AVX2's or
+wider (whole-vector gathers with AVX512, the index loaded from a table with AVX2), and eager's
+backward beats the generated window gather wherever an outer dim gathers. On CUDA the generated window gather divides by runtime sizes where they are
 symbolic, and eager's contiguous backward kernel is the faster one there (finding 2), unless the
 kernels launch size variants (``sizes_at_launch``), whose sizes are constants. Every
 index-free path (views, strided slices, short periods), contiguous uint8 (eager's uint8 forward
@@ -52,8 +53,16 @@ FEW_CHANNELS_DEVICES = ("cpu",)
 FEW_CHANNELS = 3
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
 # index from a table and a channels-last gather of few 1- or 4-byte channels reads rows; with
-# narrower vectors (AVX2) both lose (docs/design.md, "Kernel choice").
+# narrower vectors (AVX2) both lose (docs/design.md, "Kernel choice"), but for the dtypes below.
 WIDE_VECTOR_BITS = 512
+# The dtypes whose table-driven gathers beat ATen's kernel where the backend's vectors are at
+# least TABLE_GATHER_BITS wide (AVX2's): contiguous gathers along the innermost dim load their
+# index from a table (with AVX512 as whole vectors, ``lowerings.cpu_gathers``), channels-last ones
+# of few channels read rows. float32, AMD EPYC with AVX2, 1 thread, interleaved: contiguous
+# 0.56-1.29x eager's time against ATen's 1.27-1.63x, channels-last rows 0.25-0.46x against per
+# pixel 0.91-1.35x (docs/design.md, "Kernel choice").
+TABLE_GATHER_DTYPES = (torch.float32,)
+TABLE_GATHER_BITS = 256
 # Device types whose contiguous gathers along the innermost dim index their repeated dims by
 # eager's map instead of ``o // k``.
 REPEAT_MAP_DEVICES = ("cpu",)
@@ -90,10 +99,9 @@ def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bo
 def aten_forward(input: Tensor, patterns) -> bool:
     """Whether the forward runs ATen's kernel, where the decomposition would gather its innermost
     dim (``patterns[-1]`` None: no index-free pattern, no short period): a contiguous
-    floating-point input whose dtype the C++ backend loads element by element (not one of
-    ``cpu_gathers.vector_dtypes()``: with AVX512, float32 gathers load whole vectors and beat
-    ATen's kernel); or, where the C++ backend's vectors are narrower than ``WIDE_VECTOR_BITS``,
-    a uint8 channels-last one of few channels (``_few_channels``).
+    floating-point input but for ``_table_gathers`` (float32 with AVX2's vectors or wider);
+    or, where the C++ backend's vectors are narrower than ``WIDE_VECTOR_BITS``, a uint8
+    channels-last one of few channels (``_few_channels``).
 
     ``patterns``: per spatial dim, the index-free pattern the decomposition uses, None where it
     gathers.
@@ -101,7 +109,7 @@ def aten_forward(input: Tensor, patterns) -> bool:
     if patterns[-1] is not None or not _eligible(input, ATEN_KERNEL_DEVICES, layouts=None):
         return False
     if suggest_memory_format(input) == torch.contiguous_format:
-        return input.dtype.is_floating_point and input.dtype not in cpu_gathers.vector_dtypes()
+        return input.dtype.is_floating_point and not _table_gathers(input.dtype)
     return input.dtype == torch.uint8 and not _wide_vectors() and _few_channels(input, patterns)
 
 
@@ -219,9 +227,11 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     """Whether a gathered dim loads its index from a table computed once per call
     (``index_tables``) instead of computing it wherever it is read: on CPU, where the dim is the
     output's innermost in memory (its map is computed per element) and the C++ backend's
-    vectors are ``WIDE_VECTOR_BITS`` wide (with AVX2's the table loses), or where the dim is an
-    outer one whose map is float64 arithmetic (the generic kernel's nearest-exact centre shift,
-    float64 input, or both CPU kernels' maps selected at run time); not while exporting.
+    vectors are ``WIDE_VECTOR_BITS`` wide or the dtype's gathers ``_table_gathers``
+    (with AVX2's vectors the table loses for uint8 (1,3,500,400)->(256,256) and wins for float32),
+    or where the dim is an outer one whose map is float64 arithmetic (the generic kernel's
+    nearest-exact centre shift, float64 input, or both CPU kernels' maps selected at run time);
+    not while exporting.
 
     Elsewhere the map is computed once per row or pixel in float32, as cheap as loading it: a
     channels-last (1,3,300,400)->(600,700) nearest with a literal size took 753 us computing it
@@ -233,7 +243,7 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     if not _eligible(input, INDEX_TABLE_DEVICES, layouts=None):
         return False
     if innermost:
-        return _wide_vectors()
+        return _wide_vectors() or _table_gathers(input.dtype)
     if isinstance(rule, KernelChoice):
         rule = rule.along(scale)
     return isinstance(rule, KernelChoice) or rule.centre_shift or rule.double
@@ -253,6 +263,13 @@ def repeat_map(input: Tensor, patterns) -> bool:
     return _eligible(input, REPEAT_MAP_DEVICES)
 
 
+def _table_gathers(dtype: torch.dtype) -> bool:
+    """Whether gathers of ``dtype`` run table-driven generated code rather than ATen's kernel at
+    any vector width from ``TABLE_GATHER_BITS``: one of ``TABLE_GATHER_DTYPES`` where the C++
+    backend's vectors are that wide."""
+    return dtype in TABLE_GATHER_DTYPES and cpu_vectors.vector_bits() >= TABLE_GATHER_BITS
+
+
 def _wide_vectors() -> bool:
     """Whether the C++ backend's vectors are AVX512's width or wider."""
     return cpu_vectors.vector_bits() >= WIDE_VECTOR_BITS
@@ -261,16 +278,17 @@ def _wide_vectors() -> bool:
 def channel_rows(input: Tensor, patterns) -> bool:
     """Whether a channels-last gather of few channels (``_few_channels``) reads each output row
     as one row of (W * C) elements through a table of source offsets
-    (``forward._gather_channel_rows``): 2-byte floats, and where the C++ backend's vectors are
-    ``WIDE_VECTOR_BITS`` wide, 1- and 4-byte dtypes too.
+    (``forward._gather_channel_rows``): 2-byte floats, ``_table_gathers`` (float32), and where
+    the C++ backend's vectors are ``WIDE_VECTOR_BITS`` wide, 1- and 4-byte dtypes too.
 
     The backend moves each pixel of a per-pixel gather as one masked vector, mostly empty for a
-    few channels; a row's table-driven loads fill whole vectors. With narrower vectors (AVX2) the
-    masked float32 pixel is the faster one, and uint8 runs ATen's kernel (``aten_forward``).
+    few channels; a row's table-driven loads fill whole vectors. With narrower vectors (AVX2)
+    uint8 runs ATen's kernel (``aten_forward``): rows tied with it, the pixels took 2-3x.
     """
     if input.device.type not in FEW_CHANNELS_DEVICES:  # before asking the CPU's vector width
         return False
-    if input.dtype in (torch.bfloat16, torch.float16) or (_wide_vectors() and input.dtype.itemsize <= 4):
+    if (input.dtype in (torch.bfloat16, torch.float16) or _table_gathers(input.dtype)
+            or (_wide_vectors() and input.dtype.itemsize <= 4)):
         return _few_channels(input, patterns)
     return False
 

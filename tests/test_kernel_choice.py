@@ -17,7 +17,7 @@ from decomps import aten_kernels, kernel_choice
 from decomps import backward as backward_decompositions
 from decomps.eager_rules import KernelChoice, Rule
 from decomps.index_patterns import Pattern
-from lowerings import cpu_gathers, size_variants
+from lowerings import cpu_vectors, size_variants
 from perf import cases as perf_cases
 from tests.common import TABLE, aten_kernel_nodes, backward_op, forward_op
 
@@ -61,9 +61,10 @@ def test_forward_is_eager_exactly(dtype, batch):
         op = forward_op(rank, exact)
         x = _random((batch, 3, *spatial), dtype)
         graph = make_fx(lambda x: TABLE[op](x, osize, *scales), tracing_mode="symbolic")(x)
-        # uint8 keeps the generated gather (faster than eager's uint8 kernel), and so does a
-        # dtype whose gathers load whole vectors (float32 with AVX512).
-        extern = dtype.is_floating_point and dtype not in cpu_gathers.vector_dtypes()
+        # uint8 keeps the generated gather (faster than eager's uint8 kernel), and so does float32
+        # where the C++ backend's vectors are AVX2's or wider (table-driven or whole-vector loads).
+        generated = dtype == torch.float32 and cpu_vectors.vector_bits() >= 256
+        extern = dtype.is_floating_point and not generated
         assert aten_kernel_nodes(graph) == ([FORWARD_EXTERN] if extern else [])
         msg = f"{op} {list(x.shape)} -> {osize} {scales}"
         _same(graph(x), op(x, osize, *scales), msg)
@@ -293,7 +294,7 @@ CHANNELS_LAST_WINDOW_GATHERS = {((500, 400), (256, 256)), ((1200, 1300), (200, 3
 
 def test_choice_for_the_harness_cpu_rows(vector_bits):
     """Contiguous rows whose forward gathers the innermost dim take ATen's kernel forward
-    (``EXTERN_ROWS``) but uint8 and, with wide vectors, float32 ones; channels-last rows (3
+    (``EXTERN_ROWS``) but uint8 and float32 ones (every row of the matrix); channels-last rows (3
     channels) take ATen's kernel forward where they are uint8 and the vectors narrow
     (``kernel_choice.aten_forward``), and backward where a dim gathers windows; channels_last_3d
     rows (x2, x1.5) take it backward."""
@@ -313,10 +314,10 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
             forward = case.dtype == "uint8" and not wide
             backward = (case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
                         or case.memory_format == "channels_last_3d")
-        # contiguous: uint8 keeps the generated gather, and float32 with wide vectors
-        # (lowerings.cpu_gathers loads its gathers as whole vectors)
+        # contiguous: uint8 and float32 keep the generated gather (float32's loads its index
+        # from a table with AVX2's vectors, whole vectors with AVX512's)
         contiguous = case.memory_format == perf_cases.CONTIGUOUS
-        forward = forward and not (contiguous and (case.dtype == "uint8" or (case.dtype == "float32" and wide)))
+        forward = forward and not (contiguous and case.dtype in ("uint8", "float32"))
         stores = case.backward and key[:2] in CPU_DOWNSAMPLES and case.memory_format == perf_cases.CONTIGUOUS
         assert _traced_choice(case) == (forward, backward and case.backward, stores), case.name
     assert set(EXTERN_ROWS) <= seen
@@ -442,14 +443,19 @@ def test_window_table_rule():
 
 def test_index_table_rule(vector_bits):
     """kernel_choice.index_table: on CPU, a gathered dim innermost in memory where the vectors
-    are wide, or an outer one whose map is float64 arithmetic (centre shift, float64 input, both
-    kernels' maps); not while exporting."""
+    are wide or, from AVX2's width, float32, or an outer one whose map is float64 arithmetic
+    (centre shift, float64 input, both kernels' maps); not while exporting."""
     wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     x = torch.empty(2, 3, 4, 5)
     nearest, exact = Rule(exact=False), Rule(exact=True, centre_shift=True, fma=True)
     both = KernelChoice(torch.tensor(True), Rule(exact=True, header_special=True), exact)
-    assert kernel_choice.index_table(x, True, nearest, None) == wide  # computed per element
-    assert kernel_choice.index_table(x, True, exact, None) == wide
+    for dtype, innermost_table in ((torch.float32, True), (torch.uint8, wide), (torch.float64, wide)):
+        y = x.to(dtype)  # the innermost map, else computed per element
+        assert kernel_choice.index_table(y, True, nearest, None) == innermost_table, dtype
+        assert kernel_choice.index_table(y, True, exact, None) == innermost_table, dtype
+    with mock.patch.object(cpu_vectors, "vector_bits", lambda: 128):  # narrower than AVX2's
+        assert not kernel_choice.index_table(x, True, nearest, None)
+        assert kernel_choice.aten_forward(x, [None, None])
     assert not kernel_choice.index_table(x, False, nearest, None)  # per row: computing is as cheap
     assert kernel_choice.index_table(x, False, exact, None)
     assert kernel_choice.index_table(x, False, Rule(exact=False, double=True), None)
@@ -465,9 +471,9 @@ def test_index_table_rule(vector_bits):
 
 def test_few_channels_rule(vector_bits):
     """kernel_choice.channel_rows and aten_forward for channels-last gathers of at most
-    FEW_CHANNELS channels on CPU whose innermost spatial dim gathers: rows for 2-byte floats,
-    and for uint8 and float32 where the vectors are wide; where they are narrow, ATen's kernel
-    for uint8 and the per-pixel gather for float32."""
+    FEW_CHANNELS channels on CPU whose innermost spatial dim gathers: rows for 2-byte floats and
+    float32, and for uint8 where the vectors are wide; where they are narrow, ATen's kernel for
+    uint8."""
     wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     gather, inner_repeat = [Pattern("repeat", 2), None], [None, Pattern("repeat", 2)]
 
@@ -479,7 +485,7 @@ def test_few_channels_rule(vector_bits):
         assert kernel_choice.channel_rows(cl(3, dtype), gather)
         assert kernel_choice.channel_rows(cl(2, dtype, rank=3), [None] * 3)
         assert not kernel_choice.aten_forward(cl(3, dtype), gather)
-    assert kernel_choice.channel_rows(cl(3, torch.float32), gather) == wide
+    assert kernel_choice.channel_rows(cl(3, torch.float32), gather)
     assert not kernel_choice.aten_forward(cl(3, torch.float32), gather)
     assert kernel_choice.channel_rows(cl(3, torch.uint8), gather) == wide
     assert kernel_choice.aten_forward(cl(3, torch.uint8), gather) == (not wide)
@@ -520,17 +526,17 @@ def _index_tables(case: perf_cases.Case) -> int:
 # Index tables of harness CPU rows, both call forms: (input spatial size, output size, dtype,
 # layout, mode) -> tables with (narrow, wide) vectors. Contiguous uint8 gathers load the innermost
 # dim's map where the vectors are wide, and in nearest-exact the outer dim's centre shift;
-# channels-last uint8 rows run ATen's kernel with narrow vectors; with wide ones they read rows
-# through one table of offsets, as float32 rows do (which are per pixel with narrow vectors,
-# loading the centre shift); floating-point contiguous gathers run ATen's kernel, but float32
-# ones with wide vectors, which load tables as uint8 ones do.
+# contiguous float32 ones load the innermost map with either width; channels-last uint8 rows run
+# ATen's kernel with narrow vectors; with wide ones they read rows through one table of offsets,
+# as float32 rows do with either width.
 INDEX_TABLE_ROWS = {
     ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): (0, 1),
     ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): (1, 2),
-    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (0, 2),
+    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest"): (1, 1),
+    ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (2, 2),
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): (0, 1),
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (0, 2),
-    ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (0, 1),
+    ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (1, 1),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): (1, 1),  # H repeats
 }
 
