@@ -54,9 +54,10 @@ def generated_code():
 @contextlib.contextmanager
 def generated_gathers():
     """A context in which forward gathers run the package's generated kernels on any machine:
-    ATen's kernel (``kernel_choice.ATEN_KERNEL_DEVICES``) on no device. With AVX2's vectors the
-    rule gives float32 gathers ATen's kernel, an extern call with no generated kernel to read or
-    time. Compile under it with fresh caches, as under ``generated_code``."""
+    ATen's kernel (``kernel_choice.ATEN_KERNEL_DEVICES``) on no device. Where the C++ backend's
+    vectors are narrower than AVX2's the rule gives float32 gathers ATen's kernel, an extern call
+    with no generated kernel to read or time. Compile under it with fresh caches, as under
+    ``generated_code``."""
     with mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()):
         yield
 
