@@ -59,8 +59,8 @@ WIDE_VECTOR_BITS = 512
 # least TABLE_GATHER_BITS wide (AVX2's): contiguous gathers along the innermost dim load their
 # index from a table (with AVX512 as whole vectors, ``lowerings.cpu_gathers``), channels-last ones
 # of few channels read rows. float32, AMD EPYC with AVX2, 1 thread, interleaved: contiguous
-# 0.56-1.29x eager's time against ATen's 1.27-1.63x, channels-last rows 0.25-0.46x against per
-# pixel 0.91-1.35x (docs/design.md, "Kernel choice").
+# 0.57-1.29x eager's time against ATen's 1.01-1.63x, channels-last rows 0.25-0.49x against per
+# pixel 0.75-1.68x (docs/design.md, "Kernel choice").
 TABLE_GATHER_DTYPES = (torch.float32,)
 TABLE_GATHER_BITS = 256
 # Device types whose contiguous gathers along the innermost dim index their repeated dims by
@@ -228,7 +228,7 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     (``index_tables``) instead of computing it wherever it is read: on CPU, where the dim is the
     output's innermost in memory (its map is computed per element) and the C++ backend's
     vectors are ``WIDE_VECTOR_BITS`` wide or the dtype's gathers ``_table_gathers``
-    (with AVX2's vectors the table loses for uint8 (1,3,500,400)->(256,256) and wins for float32),
+    (with AVX2's vectors the table loses on most uint8 rows and wins or ties for float32),
     or where the dim is an outer one whose map is float64 arithmetic (the generic kernel's
     nearest-exact centre shift, float64 input, or both CPU kernels' maps selected at run time);
     not while exporting.

@@ -212,3 +212,21 @@ def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
         assert split["kernels"] > 0 and split["rest"] > 0
         assert split["kernels"] + split["rest"] == pytest.approx(us["compiled"], abs=0.2)
     assert torch.get_num_threads() == threads
+
+
+def test_gather_choice_probe_checks_and_rates_every_formulation(tmp_path, monkeypatch):
+    """Each formulation compiles and matches eager (the probe asserts it), at small sizes; every
+    row's ratios are to eager's time in the same rounds."""
+    import json
+
+    from perf.probes import gather_choice_probe
+
+    monkeypatch.setattr(gather_choice_probe, "SHAPES", [((1, 3, 12, 130), (5, 30))])
+    argv = [str(tmp_path), "--rounds", "2", "--calls", "2"]
+    assert gather_choice_probe.main(argv) == 0
+    records = json.loads((tmp_path / "gather_choice_probe.json").read_text())
+    assert len(records) == 2 * 2 * 2 * 2  # dtypes, layouts, modes, call forms
+    for record in records:
+        names = {"contiguous_format": {"aten", "computed", "table"}, "channels_last": {"pixel", "rows", "aten"}}
+        assert set(record["ratio"]) == {"eager", *names[record["layout"]]}
+        assert record["ratio"]["eager"] == 1.0 and all(r > 0 for r in record["ratio"].values())
