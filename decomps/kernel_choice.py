@@ -5,18 +5,19 @@ generated gather loads its index from a table (``index_tables``), where it index
 dim by its map rather than ``o // k`` (``repeat_map``), and where a downsample's backward stores
 each gradient element into its input rather than gathering windows (``plain_store``).
 
-Inductor's C++ backend loads a gather along the innermost dim element by element through a
-buffer of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there
-for most dtypes (docs/findings.md, finding 3), but not for float32 where the vectors are AVX2's or
+Inductor's C++ backend loads a gather along the innermost dim element by element through a buffer
+of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there for
+most dtypes (docs/findings.md, finding 3), but not for float32 where the vectors are AVX2's or
 wider (whole-vector gathers with AVX512, the index loaded from a table with AVX2), and eager's
-backward beats the generated window gather wherever an outer dim gathers. On CUDA the generated window gather divides by runtime sizes where they are
-symbolic, and eager's contiguous backward kernel is the faster one there (finding 2), unless the
-kernels launch size variants (``sizes_at_launch``), whose sizes are constants. Every
-index-free path (views, strided slices, short periods), contiguous uint8 (eager's uint8 forward
-kernel is the slower one) and other devices keep the generated code. Channels-last gathers of
-few channels depend on the backend's vector width (``lowerings.cpu_vectors``): rows of
-(W * C) elements, per pixel, or, for uint8 with AVX2's vectors, ATen's kernel. docs/design.md,
-"Kernel choice", has the table and the measurements.
+backward beats the generated window gather wherever an outer dim gathers. On CUDA the generated
+window gather divides by runtime sizes where they are symbolic, and eager's contiguous backward
+kernel is the faster one there (finding 2), unless the kernels launch size variants
+(``sizes_at_launch``), whose sizes are constants. Every index-free path (views, strided slices,
+short periods), contiguous uint8 (eager's uint8 forward kernel is the slower one) and other
+devices keep the generated code. Channels-last gathers of few channels depend on the backend's
+vector width (``lowerings.cpu_vectors``): rows of (W * C) elements, per pixel, or, for uint8 with
+AVX2's vectors, ATen's kernel. docs/design.md, "Kernel choice", has the table and the
+measurements.
 
 The choice reads only the decisions the decomposition has already taken (its patterns, after
 short periods), with one guard of its own: the channel count of a channels-last gather of few
