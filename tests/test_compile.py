@@ -71,10 +71,13 @@ class TestCompile(TestCase):
 
         The pairs include ones where torch 2.11's ``pointless_convert`` pass, which folds a
         float64 -> float32 -> float64 chain, once moved a row (1234 -> 2345 nearest-exact on
-        CUDA; 2280 -> 2204 and 1032 -> 2670 nearest, 1776 -> 1498 nearest-exact on CPU).
+        CUDA; 2280 -> 2204 and 1032 -> 2670 nearest, 1776 -> 1498 nearest-exact on CPU), and
+        ones where the CPU generic kernel's nearest-exact map is not the floor of the float32
+        product (2 -> 41 and 2 -> 83, output 20 and 41; stock Inductor's compiled forward reads
+        input 0 there, eager input 1; docs/findings.md, finding 6).
         """
         rng = random.Random(0)
-        pairs = [(1234, 2345), (2280, 2204), (1032, 2670), (1776, 1498)]
+        pairs = [(1234, 2345), (2280, 2204), (1032, 2670), (1776, 1498), (2, 41), (2, 83)]
         pairs += [(rng.randint(200, 3000), rng.randint(200, 3000)) for _ in range(24)]
         for exact in (False, True):
             def fn(x, size):
