@@ -13,11 +13,11 @@ backward beats the generated window gather wherever an outer dim gathers. On CUD
 window gather divides by runtime sizes where they are symbolic, and eager's contiguous backward
 kernel is the faster one there (finding 2), unless the kernels launch size variants
 (``sizes_at_launch``), whose sizes are constants. Every index-free path (views, strided slices,
-short periods), contiguous uint8 (eager's uint8 forward kernel is the slower one) and other
-devices keep the generated code. Channels-last gathers of few channels depend on the backend's
-vector width (``lowerings.cpu_vectors``): rows of (W * C) elements, per pixel, or, for uint8 with
-AVX2's vectors, ATen's kernel. docs/design.md, "Kernel choice", has the table and the
-measurements.
+short periods), contiguous uint8 (eager's uint8 forward kernel is the slower one), every
+channels-last forward and other devices keep the generated code. Channels-last gathers of few
+channels read rows of (W * C) elements, or gather per pixel where the dtype's row loads do not win
+at the backend's vector width (``lowerings.cpu_vectors``). docs/design.md, "Kernel choice", has
+the table and the measurements.
 
 The choice reads only the decisions the decomposition has already taken (its patterns, after
 short periods), with one guard of its own: the channel count of a channels-last gather of few
@@ -36,8 +36,7 @@ from lowerings import cpu_gathers, cpu_vectors, size_variants
 from . import index_patterns, size_conditions
 from .eager_rules import KernelChoice, Rule
 
-# Device types whose forward gathers (contiguous, or channels-last uint8 of few channels) and
-# backward window gathers may run ATen's kernel.
+# Device types whose contiguous forward gathers and backward window gathers may run ATen's kernel.
 ATEN_KERNEL_DEVICES = ("cpu",)
 # Device types whose backward gathers windows over symbolic sizes with ATen's kernel, and the
 # layouts where that kernel is the faster one.
@@ -48,13 +47,13 @@ REPEAT_KERNEL_DEVICES = ("cuda", "cpu")
 # Device types whose generated gathers may load their index from a table.
 INDEX_TABLE_DEVICES = ("cpu",)
 # Device types whose channels-last gathers of few channels may read whole rows of (W * C)
-# elements or run ATen's kernel instead of moving each pixel as one masked vector, and the most
-# channels where that wins.
+# elements instead of moving each pixel as one masked vector, and the most channels where that
+# wins.
 FEW_CHANNELS_DEVICES = ("cpu",)
 FEW_CHANNELS = 3
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
-# index from a table and a channels-last gather of few 1- or 4-byte channels reads rows; with
-# narrower vectors (AVX2) both lose (docs/design.md, "Kernel choice"), but for the dtypes below.
+# index from a table; with narrower vectors (AVX2) the table loses on most uint8 rows
+# (docs/design.md, "Kernel choice"), but for the dtypes below.
 WIDE_VECTOR_BITS = 512
 # The dtypes whose table-driven gathers beat ATen's kernel where the backend's vectors are at
 # least TABLE_GATHER_BITS wide (AVX2's): contiguous gathers along the innermost dim load their
@@ -100,18 +99,17 @@ def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bo
 def aten_forward(input: Tensor, patterns) -> bool:
     """Whether the forward runs ATen's kernel, where the decomposition would gather its innermost
     dim (``patterns[-1]`` None: no index-free pattern, no short period): a contiguous
-    floating-point input but for ``_table_gathers`` (float32 with AVX2's vectors or wider);
-    or, where the C++ backend's vectors are narrower than ``WIDE_VECTOR_BITS``, a uint8
-    channels-last one of few channels (``_few_channels``).
+    floating-point input but for ``_table_gathers`` (float32 with AVX2's vectors or wider).
+    Channels-last inputs never do: ATen's channels-last kernel computes both source indices per
+    pixel and copies its C elements one by one (uint8, 3 channels: 1.08-1.30x eager's time as an
+    extern call, rows 0.36-0.68x; docs/design.md, "Kernel choice").
 
     ``patterns``: per spatial dim, the index-free pattern the decomposition uses, None where it
     gathers.
     """
-    if patterns[-1] is not None or not _eligible(input, ATEN_KERNEL_DEVICES, layouts=None):
+    if patterns[-1] is not None or not _eligible(input, ATEN_KERNEL_DEVICES):
         return False
-    if suggest_memory_format(input) == torch.contiguous_format:
-        return input.dtype.is_floating_point and not _table_gathers(input.dtype)
-    return input.dtype == torch.uint8 and not _wide_vectors() and _few_channels(input, patterns)
+    return input.dtype.is_floating_point and not _table_gathers(input.dtype)
 
 
 def period_slices(input: Tensor, patterns) -> bool:
@@ -279,17 +277,17 @@ def _wide_vectors() -> bool:
 def channel_rows(input: Tensor, patterns) -> bool:
     """Whether a channels-last gather of few channels (``_few_channels``) reads each output row
     as one row of (W * C) elements through a table of source offsets
-    (``forward._gather_channel_rows``): 2-byte floats, ``_table_gathers`` (float32), and where
-    the C++ backend's vectors are ``WIDE_VECTOR_BITS`` wide, 1- and 4-byte dtypes too.
+    (``forward._gather_channel_rows``): 1- and 2-byte dtypes (uint8, bfloat16, float16) and
+    ``_table_gathers`` (float32 with AVX2's vectors or wider); float64, and float32 with
+    narrower vectors, gather per pixel.
 
     The backend moves each pixel of a per-pixel gather as one masked vector, mostly empty for a
-    few channels; a row's table-driven loads fill whole vectors. With narrower vectors (AVX2)
-    uint8 runs ATen's kernel (``aten_forward``): rows tied with it, the pixels took 2-3x.
+    few channels; a row's table-driven loads fill whole vectors. uint8 with AVX2's vectors, 3
+    channels, 1 thread, interleaved: rows 0.36-0.68x eager's time, per pixel 2.06-3.23x.
     """
     if input.device.type not in FEW_CHANNELS_DEVICES:  # before asking the CPU's vector width
         return False
-    if (input.dtype in (torch.bfloat16, torch.float16) or _table_gathers(input.dtype)
-            or (_wide_vectors() and input.dtype.itemsize <= 4)):
+    if input.dtype.itemsize <= 2 or _table_gathers(input.dtype):
         return _few_channels(input, patterns)
     return False
 

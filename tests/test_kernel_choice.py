@@ -295,10 +295,9 @@ CHANNELS_LAST_WINDOW_GATHERS = {((500, 400), (256, 256)), ((1200, 1300), (200, 3
 def test_choice_for_the_harness_cpu_rows(vector_bits):
     """Contiguous rows whose forward gathers the innermost dim take ATen's kernel forward
     (``EXTERN_ROWS``) but uint8 and float32 ones (every row of the matrix); channels-last rows (3
-    channels) take ATen's kernel forward where they are uint8 and the vectors narrow
-    (``kernel_choice.aten_forward``), and backward where a dim gathers windows; channels_last_3d
-    rows (x2, x1.5) take it backward."""
-    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
+    channels) keep generated code forward at every vector width (``kernel_choice.aten_forward``)
+    and take ATen's kernel backward where a dim gathers windows; channels_last_3d rows (x2, x1.5)
+    take it backward."""
     seen = set()
     for case in perf_cases.make_cases("cpu", backward=True):
         if case.kind in ("fpn_merge", "unet_skip"):  # their upsample alone, as an interp row
@@ -311,7 +310,7 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
         seen.add(key)
         forward, backward = EXTERN_ROWS.get(key, (False, False))
         if case.memory_format != perf_cases.CONTIGUOUS:
-            forward = case.dtype == "uint8" and not wide
+            forward = False
             backward = (case.memory_format == "channels_last" and key[:2] in CHANNELS_LAST_WINDOW_GATHERS
                         or case.memory_format == "channels_last_3d")
         # contiguous: uint8 and float32 keep the generated gather (float32's loads its index
@@ -471,25 +470,24 @@ def test_index_table_rule(vector_bits):
 
 def test_few_channels_rule(vector_bits):
     """kernel_choice.channel_rows and aten_forward for channels-last gathers of at most
-    FEW_CHANNELS channels on CPU whose innermost spatial dim gathers: rows for 2-byte floats and
-    float32, and for uint8 where the vectors are wide; where they are narrow, ATen's kernel for
-    uint8."""
-    wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
+    FEW_CHANNELS channels on CPU whose innermost spatial dim gathers: rows for uint8, 2-byte
+    floats and float32 (from AVX2's width), per pixel for float64; never ATen's kernel."""
     gather, inner_repeat = [Pattern("repeat", 2), None], [None, Pattern("repeat", 2)]
 
     def cl(c, dtype, rank=2):
         x = torch.empty(2, c, *[4, 5, 6][-rank:], dtype=dtype)
         return x.contiguous(memory_format=torch.channels_last if rank == 2 else torch.channels_last_3d)
 
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype in (torch.uint8, torch.bfloat16, torch.float16, torch.float32):
         assert kernel_choice.channel_rows(cl(3, dtype), gather)
         assert kernel_choice.channel_rows(cl(2, dtype, rank=3), [None] * 3)
+    for dtype in (torch.uint8, torch.bfloat16, torch.float32, torch.float64):
         assert not kernel_choice.aten_forward(cl(3, dtype), gather)
-    assert kernel_choice.channel_rows(cl(3, torch.float32), gather)
-    assert not kernel_choice.aten_forward(cl(3, torch.float32), gather)
-    assert kernel_choice.channel_rows(cl(3, torch.uint8), gather) == wide
-    assert kernel_choice.aten_forward(cl(3, torch.uint8), gather) == (not wide)
     assert not kernel_choice.channel_rows(cl(3, torch.float64), gather)
+    with mock.patch.object(cpu_vectors, "vector_bits", lambda: 128):  # narrower than AVX2's
+        assert not kernel_choice.channel_rows(cl(3, torch.float32), gather)
+        assert kernel_choice.channel_rows(cl(3, torch.uint8), gather)
+        assert not kernel_choice.aten_forward(cl(3, torch.uint8), gather)
     for x in (cl(4, torch.bfloat16), cl(4, torch.uint8)):  # more channels: per pixel
         assert not kernel_choice.channel_rows(x, gather) and not kernel_choice.aten_forward(x, gather)
     x = cl(3, torch.bfloat16)
@@ -526,16 +524,16 @@ def _index_tables(case: perf_cases.Case) -> int:
 # Index tables of harness CPU rows, both call forms: (input spatial size, output size, dtype,
 # layout, mode) -> tables with (narrow, wide) vectors. Contiguous uint8 gathers load the innermost
 # dim's map where the vectors are wide, and in nearest-exact the outer dim's centre shift;
-# contiguous float32 ones load the innermost map with either width; channels-last uint8 rows run
-# ATen's kernel with narrow vectors; with wide ones they read rows through one table of offsets,
-# as float32 rows do with either width.
+# contiguous float32 ones load the innermost map with either width; channels-last uint8 and
+# float32 rows read rows through one table of offsets with either width, and uint8 nearest-exact
+# loads the outer dim's centre shift from a second.
 INDEX_TABLE_ROWS = {
     ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): (0, 1),
     ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): (1, 2),
     ((500, 400), (256, 256), "float32", "contiguous_format", "nearest"): (1, 1),
     ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (2, 2),
-    ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): (0, 1),
-    ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (0, 2),
+    ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): (1, 1),
+    ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (2, 2),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (1, 1),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): (1, 1),  # H repeats
 }
@@ -588,13 +586,13 @@ def test_period_slices_for_the_harness_cpu_rows(vector_bits):
 
 @pytest.mark.parametrize("rank", [2, 3])
 def test_few_channel_gathers_are_eager_exactly(vector_bits, rank, fresh_compiles):
-    """Channels-last gathers of 3 channels (rows, ATen's kernel or per pixel, by dtype and vector
-    width), both modes; 2d with static sizes and a symbolic output size, 3d with a literal one."""
+    """Channels-last gathers of 3 channels (rows, per pixel for float64), at both vector widths,
+    both modes; 2d with static sizes and a symbolic output size, 3d with a literal one."""
     isize, osize = ((7, 9), (11, 13)) if rank == 2 else ((4, 5, 6), (6, 7, 9))
     layout = torch.channels_last if rank == 2 else torch.channels_last_3d
     forms = [(False, "literal"), (True, "symbolic")] if rank == 2 else [(True, "literal")]
     for dtype, mode, (dynamic, form) in itertools.product(
-        (torch.uint8, torch.bfloat16, torch.float32), ("nearest", "nearest-exact"), forms
+        (torch.uint8, torch.bfloat16, torch.float32, torch.float64), ("nearest", "nearest-exact"), forms
     ):
         x = _random((2, 3, *isize), dtype, layout)
         if form == "literal":
