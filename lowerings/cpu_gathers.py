@@ -24,6 +24,17 @@ form, without accumulation (a downsample's backward storing each gradient elemen
 input), takes the adjoint path (``_store_lines``): where the lanes rise within the span, two
 expands and two masked stores. Everything else is Inductor's code, unchanged.
 
+With AVX2's 8 float32 lanes (``_avx2_gather_line``), a float32 gather whose int32 index spans
+under 16 elements (upsampling, downsampling by up to about 2.1) is two masked loads, two
+one-source permutes (``vpermps``) and a blend; elsewhere its lanes are loaded into one vector
+directly (``_mm256_setr_ps``) rather than through an array that is then reloaded. And an integer
+vector load that fills its vectors drops Inductor's element count (``vec_load_line``): AVX2's
+``Vectorized<int32_t>::loadu(ptr, count)`` copies through ``memcpy`` whatever the count, a call in
+the loop where a table-driven gather loads its index. Stores keep Inductor's code there.
+(1,3,500,400)->(256,256) float32 nearest, symbolic size, the kernels alone, AMD EPYC (Zen 3),
+1 thread, interleaved: 164-168 us -> 135-145 with whole index loads -> 114-127 with the permutes;
+eager's call 166-184 (docs/findings.md, finding 3).
+
 The hooks are installed wherever this torch has them; the vector width is asked when a C++
 kernel is generated, after Inductor has picked its ISA itself. Picking it builds and loads a
 probe program per candidate ISA, 6.7 s of ``import decomps`` with a fresh Inductor cache on the
@@ -41,11 +52,16 @@ import torch
 from . import package_kernels
 from ._undo import replace_attribute
 
-# The vector width this path is written for (AVX512 intrinsics), and its float32 lanes.
+# The vector width of the whole-vector path (AVX512 intrinsics), and its float32 lanes.
 VECTOR_BITS = 512
 LANES = 16
+# AVX2's width and float32 lanes (``_avx2_gather_line``, ``vec_load_line``).
+AVX2_BITS = 256
+AVX2_LANES = 8
 
-_PACKAGE_KERNEL = contextvars.ContextVar("decomps_cpp_package_kernel", default=False)
+# The vector width of the path the C++ kernel being generated takes: 0 where it holds no package
+# node or the backend's vectors are neither of the above.
+_PACKAGE_KERNEL = contextvars.ContextVar("decomps_cpp_package_kernel", default=0)
 
 
 def missing_hooks() -> list[str]:
@@ -72,9 +88,24 @@ def available() -> bool:
 
 def _vectors_fit() -> bool:
     """Whether the C++ backend's vectors are ``VECTOR_BITS`` wide (asking picks Inductor's ISA)."""
+    return _path_bits() == VECTOR_BITS
+
+
+def _path_bits() -> int:
+    """``VECTOR_BITS`` or ``AVX2_BITS`` where the C++ backend's vectors are that wide, else 0
+    (asking picks Inductor's ISA)."""
     from . import cpu_vectors
 
-    return cpu_vectors.vector_bits() >= VECTOR_BITS
+    bits = cpu_vectors.vector_bits()
+    if bits >= VECTOR_BITS:
+        return VECTOR_BITS
+    return AVX2_BITS if bits == AVX2_BITS else 0
+
+
+def avx2_available() -> bool:
+    """Whether this torch and machine take the AVX2 path (``_avx2_gather_line``): its hooks exist
+    and the C++ backend's vectors are ``AVX2_BITS`` wide (asking picks Inductor's ISA)."""
+    return not missing_hooks() and _path_bits() == AVX2_BITS
 
 
 def vector_dtypes() -> tuple[torch.dtype, ...]:
@@ -83,9 +114,9 @@ def vector_dtypes() -> tuple[torch.dtype, ...]:
 
 
 def in_package_kernel() -> bool:
-    """Whether the C++ kernel being generated holds a package node and takes this path (set by
-    ``codegen_nodes`` while installed)."""
-    return _PACKAGE_KERNEL.get()
+    """Whether the C++ kernel being generated holds a package node and takes the AVX512 path (set
+    by ``codegen_nodes`` while installed)."""
+    return _PACKAGE_KERNEL.get() == VECTOR_BITS
 
 
 def holds_package_node(nodes) -> bool:
@@ -223,6 +254,63 @@ def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str
 ()"""
 
 
+def _avx2_gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str | None:
+    """With AVX2's vectors, the C++ expression that loads ``var[index]`` as one float32 vector of
+    ``AVX2_LANES``, or None where this path does not apply (Inductor's lane-by-lane load).
+
+    Where the int32 index's first and last lanes are under 16 apart and every lane lies between
+    them, two masked loads read the span (addresses between two that the gather reads) and
+    each lane takes its element from the first or the second by a permute and a blend; else, and
+    for int64 indices, the lanes' elements are loaded into one vector directly."""
+    from torch._inductor.codegen.cpp_utils import cexpr_index
+
+    if dtype != torch.float32 or kernel.tiling_factor != AVX2_LANES or kernel.num_elems != AVX2_LANES:
+        return None
+    if kernel._load_mask is not None:
+        return None
+    parts = _index_parts(kernel, index)
+    if parts is None or parts[0].dtype not in _INDEX_CODE:
+        return None
+    indirect, rest = parts
+    index_type = _INDEX_CODE[indirect.dtype][1]
+    lanes = ", ".join(f"base[index[{lane}]]" for lane in range(AVX2_LANES))
+    by_lanes = f"""__at_align__ {index_type} index[{AVX2_LANES}];
+    {indirect}.store(index);
+    return _mm256_setr_ps({lanes});"""
+    if indirect.dtype != torch.int32:
+        return f"""[&]() -> at::vec::Vectorized<float>
+{{
+    const float* base = {var} + {cexpr_index(rest)};
+    {by_lanes}
+}}
+()"""
+    # offsets[l] <= last - first, unsigned: min(offsets, width) == offsets in every lane.
+    return f"""[&]() -> at::vec::Vectorized<float>
+{{
+    const float* base = {var} + {cexpr_index(rest)};
+    const __m256i lanes = {indirect};
+    const int32_t first = _mm256_cvtsi256_si32(lanes);
+    const int32_t last = _mm256_extract_epi32(lanes, 7);
+    const __m256i offsets = _mm256_sub_epi32(lanes, _mm256_set1_epi32(first));
+    const __m256i width = _mm256_set1_epi32(last - first);
+    const bool in_span = last >= first && last - first < 16
+        && _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_min_epu32(offsets, width), offsets)) == -1;
+    if (in_span)
+    {{
+        const __m256i count = _mm256_set1_epi32(last - first + 1);
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256 a = _mm256_maskload_ps(base + first, _mm256_cmpgt_epi32(count, iota));
+        const __m256 b = _mm256_maskload_ps(
+            base + first + {AVX2_LANES}, _mm256_cmpgt_epi32(count, _mm256_add_epi32(iota, _mm256_set1_epi32({AVX2_LANES}))));
+        // offsets of 8 or more take b's element: bit 3 moved to the blend's sign bit
+        return _mm256_blendv_ps(_mm256_permutevar8x32_ps(a, offsets), _mm256_permutevar8x32_ps(b, offsets),
+                                _mm256_castsi256_ps(_mm256_slli_epi32(offsets, 28)));
+    }}
+    {by_lanes}
+}}
+()"""
+
+
 def _store_lines(kernel, var: str, index: sympy.Expr, dtype: torch.dtype, value) -> str | None:
     """The C++ statements that store the vector ``value`` to ``var[index]`` (no accumulation),
     or None where this path does not apply.
@@ -277,13 +365,15 @@ _stock: dict[str, Callable] = {}
 def load_or_store_non_contiguous(self, var, index, dtype, buffer=None, store_value=None, accu_store=False):
     """``CppVecKernel._load_or_store_non_contiguous``: loads of package kernels by this path
     where it applies, everything else by Inductor's."""
-    if _PACKAGE_KERNEL.get() and var is not None and store_value is None:
-        line = _gather_line(self, var, index, dtype)
+    bits = _PACKAGE_KERNEL.get()
+    if bits and var is not None and store_value is None:
+        gather = _gather_line if bits == VECTOR_BITS else _avx2_gather_line
+        line = gather(self, var, index, dtype)
         if line is not None:
             csevar = self.cse.generate(self.loads if buffer is None else buffer, line, dtype=dtype)
             csevar.is_vec = True
             return csevar
-    if _PACKAGE_KERNEL.get() and store_value is not None and not accu_store and buffer is not None:
+    if bits == VECTOR_BITS and store_value is not None and not accu_store and buffer is not None:
         lines = _store_lines(self, var, index, dtype, store_value)
         if lines is not None:
             buffer.splice(lines)
@@ -291,10 +381,28 @@ def load_or_store_non_contiguous(self, var, index, dtype, buffer=None, store_val
     return _stock["non_contiguous"](self, var, index, dtype, buffer, store_value, accu_store)
 
 
+def vec_load_line(self, var, index, dtype, load_mask=None):
+    """``CppVecKernel._get_vec_load_line``: in package kernels with AVX2's vectors, an unmasked
+    int32 or int64 load that fills its vectors exactly without Inductor's element count (the
+    same elements; AVX2's counted integer load copies through ``memcpy``); else Inductor's
+    line."""
+    from torch._inductor.codegen.cpp_utils import cexpr_index
+
+    line = _stock["vec_load_line"](self, var, index, dtype, load_mask)
+    if _PACKAGE_KERNEL.get() != AVX2_BITS or load_mask is not None or dtype not in (torch.int32, torch.int64):
+        return line
+    if self.num_elems != self.tiling_factor:
+        return line
+    if self.num_elems * dtype.itemsize * 8 != self._get_num_vectors(dtype) * AVX2_BITS:
+        return line
+    count = f", {cexpr_index(self.num_elems)})"
+    return line[: -len(count)] + ")" if line.endswith(count) else line
+
+
 def codegen_nodes(self, nodes):
-    """``CppKernelProxy.codegen_nodes``, with the kernel marked where it holds a package node and
-    the backend's vectors are the path's."""
-    token = _PACKAGE_KERNEL.set(holds_package_node(nodes) and _vectors_fit())  # hooks: installed
+    """``CppKernelProxy.codegen_nodes``, with the kernel marked by its path's vector width where it
+    holds a package node and the backend's vectors are one of the paths'."""
+    token = _PACKAGE_KERNEL.set(_path_bits() if holds_package_node(nodes) else 0)  # hooks: installed
     try:
         return _stock["codegen_nodes"](self, nodes)
     finally:
@@ -312,6 +420,9 @@ def install() -> Callable[[], None]:
         replace_attribute(cpp.CppVecKernel, "_load_or_store_non_contiguous", load_or_store_non_contiguous),
         replace_attribute(cpp.CppKernelProxy, "codegen_nodes", codegen_nodes),
     ]
+    if callable(getattr(cpp.CppVecKernel, "_get_vec_load_line", None)):  # the whole index loads: optional
+        _stock["vec_load_line"] = cpp.CppVecKernel._get_vec_load_line
+        undo.append(replace_attribute(cpp.CppVecKernel, "_get_vec_load_line", vec_load_line))
 
     def uninstall() -> None:
         for step in reversed(undo):

@@ -1,16 +1,21 @@
 """lowerings.cpu_gathers: float32 gathers of the package's C++ kernels load whole vectors (a
 permute of two vectors where the lanes' span allows, lane by lane elsewhere) and a downsample's
-plain store stores them (two expands where the lanes rise within the span) with AVX512; the
-result is eager's, whichever path a vector takes, and other kernels keep Inductor's code."""
+plain store stores them (two expands where the lanes rise within the span) with AVX512; with
+AVX2's vectors (``config.cpp.simdlen=256`` on a wider machine) the gathers permute two vectors
+where the span allows and load their lanes into one vector elsewhere, and load their int32 index
+as whole vectors; the result is eager's, whichever path a vector takes, and other kernels keep
+Inductor's code."""
 
 from __future__ import annotations
 
 import itertools
+import re
 from unittest import mock
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._inductor import config
 from torch._inductor.utils import run_and_get_code
 
 import decomps
@@ -22,12 +27,26 @@ EXPAND = "_mm512_maskz_expand_ps"
 # The span test of each index type: int32 where the gather reads its table's values as they are
 # (decomps::index_by_maps), int64 for the channel rows' offsets.
 SPAN_TEST = {torch.int32: "_mm512_cmple_epu32_mask", torch.int64: "_mm512_cmple_epu64_mask"}
+# AVX2: the permute within the span, the lanes loaded into one vector elsewhere, and a whole
+# vector of the int32 index loaded with Inductor's element count (a memcpy).
+AVX2_PERMUTE = "_mm256_permutevar8x32_ps"
+AVX2_LANES = "_mm256_setr_ps(base[index[0]]"
+COUNTED_INT32_LOAD = re.compile(r"Vectorized<int32_t>::loadu\([^;]*, static_cast<int64_t>\(8L?\)\)")
+# The machine's own vectors, and AVX2's (on a machine with AVX2 or wider).
+SIMDLENS = [None, 256]
 
 
-def _compile(fn, *args, dynamic=True):
+def _compile(fn, *args, dynamic=True, simdlen=None):
     torch._dynamo.reset()
-    out, codes = run_and_get_code(torch.compile(fn, dynamic=dynamic, fullgraph=True), *args)
+    with config.patch({"cpp.simdlen": simdlen}):
+        out, codes = run_and_get_code(torch.compile(fn, dynamic=dynamic, fullgraph=True), *args)
     return out, "\n".join(codes)
+
+
+def _paths(simdlen):
+    """Whether the AVX512 path and the AVX2 path apply with these vectors."""
+    with config.patch({"cpp.simdlen": simdlen}):
+        return cpu_gathers.available(), cpu_gathers.avx2_available()
 
 
 def _same(actual, expected, msg=""):
@@ -42,17 +61,23 @@ def _same(actual, expected, msg=""):
 SIZES = [((9, 13), (20, 37)), ((50, 40), (27, 26)), ((30, 70), (14, 33)), ((12, 130), (5, 30)), ((20, 260), (7, 40))]
 
 
+@pytest.mark.parametrize("simdlen", SIMDLENS)
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_package_gathers_are_eager_exactly(mode, dynamic):
+def test_package_gathers_are_eager_exactly(mode, dynamic, simdlen):
+    avx512, avx2 = _paths(simdlen)
     for isize, osize in SIZES:
         x = torch.randn(2, 3, *isize)
         fn = eval(f"lambda x: F.interpolate(x, size={osize!r}, mode={mode!r})", {"F": F})
-        out, code = _compile(fn, x, dynamic=dynamic)
-        _same(out, fn(x), (isize, osize, mode, dynamic))
+        out, code = _compile(fn, x, dynamic=dynamic, simdlen=simdlen)
+        _same(out, fn(x), (isize, osize, mode, dynamic, simdlen))
         # every row gathers along its innermost dim through an int32 table
-        assert (PERMUTE in code) == cpu_gathers.available(), (isize, osize)
-        assert (SPAN_TEST[torch.int32] in code) == cpu_gathers.available()
+        assert (PERMUTE in code) == avx512, (isize, osize)
+        assert (SPAN_TEST[torch.int32] in code) == avx512
+        assert (AVX2_PERMUTE in code and AVX2_LANES in code) == avx2, (isize, osize)
+        if avx2:  # the table's whole vectors without Inductor's count; its tail with it
+            assert not COUNTED_INT32_LOAD.search(code), (isize, osize)
+            assert "Vectorized<int32_t>::loadu(" in code
 
 
 def _backward_op(mode):
@@ -101,16 +126,20 @@ def test_other_stores_keep_inductors_code():
     assert EXPAND not in code
 
 
+@pytest.mark.parametrize("simdlen", SIMDLENS)
 @pytest.mark.parametrize("sizes", [((9, 13), (20, 37)), ((20, 260), (7, 40))], ids=["permute", "lane by lane"])
-def test_channel_rows_take_the_int64_index(sizes):
+def test_channel_rows_take_the_int64_index(sizes, simdlen):
     """A channels-last gather of 3 channels reads rows through int64 offsets: upsampling within
-    the span, a 6.5x downsample (spans of about 100 elements) lane by lane."""
+    the span, a 6.5x downsample (spans of about 100 elements) lane by lane; with AVX2 lane by
+    lane into one vector."""
     isize, osize = sizes
+    avx512, avx2 = _paths(simdlen)
     x = torch.randn(2, 3, *isize).contiguous(memory_format=torch.channels_last)
     fn = lambda x: F.interpolate(x, size=osize, mode="nearest")  # noqa: E731
-    out, code = _compile(fn, x)
+    out, code = _compile(fn, x, simdlen=simdlen)
     _same(out, fn(x), sizes)
-    assert (SPAN_TEST[torch.int64] in code) == cpu_gathers.available()
+    assert (SPAN_TEST[torch.int64] in code) == avx512
+    assert (AVX2_LANES in code) == avx2
 
 
 # Lane orders of a user's index fused into the upsample's gather: in order, a swap inside the
@@ -125,20 +154,24 @@ def _orders(n):
             "reversed": list(range(n))[::-1]}
 
 
+@pytest.mark.parametrize("simdlen", SIMDLENS)
 @pytest.mark.parametrize("order", list(_orders(37)))
-def test_any_lane_order_is_exact(order):
+def test_any_lane_order_is_exact(order, simdlen):
+    avx512, avx2 = _paths(simdlen)
     x = torch.randn(2, 3, 9, 13)
     index = torch.tensor(_orders(37)[order])
 
     def fn(x, index):
         return F.interpolate(x, size=(20, 37), mode="nearest")[..., index] * 2
 
-    out, code = _compile(fn, x, index)
+    out, code = _compile(fn, x, index, simdlen=simdlen)
     _same(out, fn(x, index), order)
-    assert (PERMUTE in code) == cpu_gathers.available()
+    assert (PERMUTE in code) == avx512
+    assert (AVX2_PERMUTE in code) == avx2
 
 
-def test_other_kernels_keep_inductors_code():
+@pytest.mark.parametrize("simdlen", SIMDLENS)
+def test_other_kernels_keep_inductors_code(simdlen):
     """A gather of the user's own, with nothing of the package in its kernel."""
     x = torch.randn(2, 3, 9, 13)
     index = torch.tensor([0, 1, 1, 2, 3, 3, 4, 5, 5, 6, 7, 7, 8, 9, 9, 10, 11, 11, 12] * 2)
@@ -146,25 +179,27 @@ def test_other_kernels_keep_inductors_code():
     def fn(x, index):
         return x[..., index] + 1
 
-    out, code = _compile(fn, x, index)
+    out, code = _compile(fn, x, index, simdlen=simdlen)
     _same(out, fn(x, index))
-    assert PERMUTE not in code
+    assert PERMUTE not in code and AVX2_PERMUTE not in code and AVX2_LANES not in code
 
 
-def test_other_dtypes_keep_inductors_code():
+@pytest.mark.parametrize("simdlen", SIMDLENS)
+def test_other_dtypes_keep_inductors_code(simdlen):
     """uint8 gathers (their own index tables) load lane by lane."""
     x = torch.randint(0, 256, (2, 3, 50, 40), dtype=torch.uint8)
     fn = lambda x: F.interpolate(x, size=(27, 26), mode="nearest")  # noqa: E731
-    out, code = _compile(fn, x)
+    out, code = _compile(fn, x, simdlen=simdlen)
     _same(out, fn(x))
-    assert PERMUTE not in code
+    assert PERMUTE not in code and AVX2_PERMUTE not in code and AVX2_LANES not in code
 
 
 def test_uninstall_restores_inductors_code_generation():
     from torch._inductor.codegen import cpp
 
     def hooks():
-        return cpp.CppVecKernel._load_or_store_non_contiguous, cpp.CppKernelProxy.codegen_nodes
+        return (cpp.CppVecKernel._load_or_store_non_contiguous, cpp.CppKernelProxy.codegen_nodes,
+                cpp.CppVecKernel._get_vec_load_line)
 
     def owners():
         return {f.__module__ for f in hooks()}
@@ -176,6 +211,7 @@ def test_uninstall_restores_inductors_code_generation():
         assert owners() == {cpp.__name__}
         assert "_load_or_store_non_contiguous" in cpp.CppVecKernel.__dict__
         assert "codegen_nodes" in cpp.CppKernelProxy.__dict__
+        assert "_get_vec_load_line" in cpp.CppVecKernel.__dict__
     finally:
         decomps.install()
     assert owners() == package
