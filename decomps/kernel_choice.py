@@ -8,7 +8,7 @@ each gradient element into its input rather than gathering windows (``plain_stor
 Inductor's C++ backend loads a gather along the innermost dim element by element through a buffer
 of one vector; eager's contiguous kernel, a loop over precomputed offsets, is faster there for
 most dtypes (docs/findings.md, finding 3), but not for float32 where the vectors are AVX2's or
-wider (whole-vector gathers with AVX512, the index loaded from a table with AVX2), and eager's
+wider nor bfloat16 where they are AVX2's (the index loaded from a table, as whole vectors), and eager's
 backward beats the generated window gather wherever an outer dim gathers. On CUDA the generated
 window gather divides by runtime sizes where they are symbolic, and eager's contiguous backward
 kernel is the faster one there (finding 2), unless the kernels launch size variants
@@ -55,14 +55,15 @@ FEW_CHANNELS = 3
 # index from a table; with narrower vectors (AVX2) the table loses on most uint8 rows
 # (docs/design.md, "Kernel choice"), but for the dtypes below.
 WIDE_VECTOR_BITS = 512
-# The dtypes whose table-driven gathers beat ATen's kernel where the backend's vectors are at
-# least TABLE_GATHER_BITS wide (AVX2's): contiguous gathers along the innermost dim load their
-# index from a table (with AVX512 as whole vectors, ``lowerings.cpu_gathers``), channels-last ones
-# of few channels read rows. float32, AMD EPYC with AVX2, 1 thread, interleaved: contiguous
-# 0.57-1.29x eager's time against ATen's 1.01-1.63x, channels-last rows 0.25-0.49x against per
-# pixel 0.75-1.68x (docs/design.md, "Kernel choice").
-TABLE_GATHER_DTYPES = (torch.float32,)
-TABLE_GATHER_BITS = 256
+# Per dtype, the backend's vector widths (bits) at which its gathers run table-driven generated
+# code rather than ATen's kernel or a map computed per lane: contiguous gathers along the
+# innermost dim load their index from a table (whole vectors, ``lowerings.cpu_gathers``),
+# channels-last ones of few channels read rows. AMD EPYC with AVX2, 1 thread, interleaved, time
+# / eager's, table / ATen's extern / computed: float32 0.76-1.23x / 1.20-1.91x / 1.10-2.64x,
+# channels-last rows 0.25-0.49x against per pixel 0.75-1.68x; uint8 0.47-0.74x / - / 0.63-1.10x;
+# bfloat16 0.71-1.37x / 1.13-1.65x / 1.62-2.66x. With AVX512's vectors bfloat16 keeps ATen's
+# kernel (186 / 169 us) (docs/design.md, "Kernel choice").
+TABLE_GATHER_WIDTHS = {torch.float32: (256, 512), torch.uint8: (256, 512), torch.bfloat16: (256,)}
 # Device types whose contiguous gathers along the innermost dim index their repeated dims by
 # eager's map instead of ``o // k``.
 REPEAT_MAP_DEVICES = ("cpu",)
@@ -99,7 +100,8 @@ def _eligible(tensor: Tensor, devices, layouts=(torch.contiguous_format,)) -> bo
 def aten_forward(input: Tensor, patterns) -> bool:
     """Whether the forward runs ATen's kernel, where the decomposition would gather its innermost
     dim (``patterns[-1]`` None: no index-free pattern, no short period): a contiguous
-    floating-point input but for ``_table_gathers`` (float32 with AVX2's vectors or wider).
+    floating-point input but for ``_table_gathers`` (float32 with AVX2's vectors or wider,
+    bfloat16 with AVX2's).
     Channels-last inputs never do: ATen's channels-last kernel computes both source indices per
     pixel and copies its C elements one by one (uint8, 3 channels: 1.08-1.30x eager's time as an
     extern call, rows 0.36-0.68x; docs/design.md, "Kernel choice").
@@ -226,8 +228,9 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     """Whether a gathered dim loads its index from a table computed once per call
     (``index_tables``) instead of computing it wherever it is read: on CPU, where the dim is the
     output's innermost in memory (its map is computed per element) and the C++ backend's
-    vectors are ``WIDE_VECTOR_BITS`` wide or the dtype's gathers ``_table_gathers``
-    (with AVX2's vectors the table loses on most uint8 rows and wins or ties for float32),
+    vectors are ``WIDE_VECTOR_BITS`` wide or the dtype's gathers ``_table_gathers`` (with
+    AVX2's vectors float32, uint8 and bfloat16, whose tables win since the index loads whole
+    vectors, ``lowerings.cpu_gathers``; float64 and float16 keep ATen's kernel),
     or where the dim is an outer one whose map is float64 arithmetic (the generic kernel's
     nearest-exact centre shift, float64 input, or both CPU kernels' maps selected at run time);
     not while exporting.
@@ -264,9 +267,8 @@ def repeat_map(input: Tensor, patterns) -> bool:
 
 def _table_gathers(dtype: torch.dtype) -> bool:
     """Whether gathers of ``dtype`` run table-driven generated code rather than ATen's kernel at
-    any vector width from ``TABLE_GATHER_BITS``: one of ``TABLE_GATHER_DTYPES`` where the C++
-    backend's vectors are that wide."""
-    return dtype in TABLE_GATHER_DTYPES and cpu_vectors.vector_bits() >= TABLE_GATHER_BITS
+    the C++ backend's vector width (``TABLE_GATHER_WIDTHS``)."""
+    return cpu_vectors.vector_bits() in TABLE_GATHER_WIDTHS.get(dtype, ())
 
 
 def _wide_vectors() -> bool:

@@ -92,11 +92,16 @@ def _vectors_fit() -> bool:
 
 
 def _path_bits() -> int:
-    """``VECTOR_BITS`` or ``AVX2_BITS`` where the C++ backend's vectors are that wide, else 0
-    (asking picks Inductor's ISA)."""
+    """``VECTOR_BITS`` or ``AVX2_BITS`` where the C++ backend's vectors are that wide and its ISA
+    is AVX512 or AVX2 (other ISAs of those widths, VSX and SVE, have none of these intrinsics),
+    else 0. Asking picks Inductor's ISA."""
+    from torch._inductor import cpu_vec_isa
+
     from . import cpu_vectors
 
     bits = cpu_vectors.vector_bits()
+    if not isinstance(cpu_vec_isa.pick_vec_isa(), (cpu_vec_isa.VecAVX512, cpu_vec_isa.VecAVX2)):
+        return 0
     if bits >= VECTOR_BITS:
         return VECTOR_BITS
     return AVX2_BITS if bits == AVX2_BITS else 0

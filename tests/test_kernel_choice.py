@@ -61,9 +61,11 @@ def test_forward_is_eager_exactly(dtype, batch):
         op = forward_op(rank, exact)
         x = _random((batch, 3, *spatial), dtype)
         graph = make_fx(lambda x: TABLE[op](x, osize, *scales), tracing_mode="symbolic")(x)
-        # uint8 keeps the generated gather (faster than eager's uint8 kernel), and so does float32
-        # where the C++ backend's vectors are AVX2's or wider (table-driven or whole-vector loads).
-        generated = dtype == torch.float32 and cpu_vectors.vector_bits() >= 256
+        # uint8 keeps the generated gather (faster than eager's uint8 kernel), and so do float32
+        # where the C++ backend's vectors are AVX2's or wider and bfloat16 where they are AVX2's
+        # (table-driven, the index loaded as whole vectors).
+        bits = cpu_vectors.vector_bits()
+        generated = dtype == torch.float32 and bits >= 256 or dtype == torch.bfloat16 and bits == 256
         extern = dtype.is_floating_point and not generated
         assert aten_kernel_nodes(graph) == ([FORWARD_EXTERN] if extern else [])
         msg = f"{op} {list(x.shape)} -> {osize} {scales}"
@@ -442,16 +444,21 @@ def test_window_table_rule():
 
 def test_index_table_rule(vector_bits):
     """kernel_choice.index_table: on CPU, a gathered dim innermost in memory where the vectors
-    are wide or, from AVX2's width, float32, or an outer one whose map is float64 arithmetic
-    (centre shift, float64 input, both kernels' maps); not while exporting."""
+    are wide or, at AVX2's width, float32, uint8 and bfloat16, or an outer one whose map is
+    float64 arithmetic (centre shift, float64 input, both kernels' maps); not while exporting.
+    And the forward's extern choice beside it: floating-point dtypes without tables at that
+    width, and bfloat16 with AVX512's vectors."""
     wide = vector_bits >= kernel_choice.WIDE_VECTOR_BITS
     x = torch.empty(2, 3, 4, 5)
     nearest, exact = Rule(exact=False), Rule(exact=True, centre_shift=True, fma=True)
     both = KernelChoice(torch.tensor(True), Rule(exact=True, header_special=True), exact)
-    for dtype, innermost_table in ((torch.float32, True), (torch.uint8, wide), (torch.float64, wide)):
+    tables = {torch.float32: True, torch.uint8: True, torch.bfloat16: True, torch.float16: wide, torch.float64: wide}
+    externs = {torch.float32: False, torch.uint8: False, torch.bfloat16: wide, torch.float16: True, torch.float64: True}
+    for dtype, innermost_table in tables.items():
         y = x.to(dtype)  # the innermost map, else computed per element
         assert kernel_choice.index_table(y, True, nearest, None) == innermost_table, dtype
         assert kernel_choice.index_table(y, True, exact, None) == innermost_table, dtype
+        assert kernel_choice.aten_forward(y, [None, None]) == externs[dtype], dtype
     with mock.patch.object(cpu_vectors, "vector_bits", lambda: 128):  # narrower than AVX2's
         assert not kernel_choice.index_table(x, True, nearest, None)
         assert kernel_choice.aten_forward(x, [None, None])
@@ -522,14 +529,13 @@ def _index_tables(case: perf_cases.Case) -> int:
 
 
 # Index tables of harness CPU rows, both call forms: (input spatial size, output size, dtype,
-# layout, mode) -> tables with (narrow, wide) vectors. Contiguous uint8 gathers load the innermost
-# dim's map where the vectors are wide, and in nearest-exact the outer dim's centre shift;
-# contiguous float32 ones load the innermost map with either width; channels-last uint8 and
-# float32 rows read rows through one table of offsets with either width, and uint8 nearest-exact
-# loads the outer dim's centre shift from a second.
+# layout, mode) -> tables with (narrow, wide) vectors. Contiguous uint8 and float32 gathers load
+# the innermost dim's map with either width, and in nearest-exact the outer dim's centre shift;
+# channels-last uint8 and float32 rows read rows through one table of offsets with either width,
+# and uint8 nearest-exact loads the outer dim's centre shift from a second.
 INDEX_TABLE_ROWS = {
-    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): (0, 1),
-    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): (1, 2),
+    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest"): (1, 1),
+    ((500, 400), (256, 256), "uint8", "contiguous_format", "nearest-exact"): (2, 2),
     ((500, 400), (256, 256), "float32", "contiguous_format", "nearest"): (1, 1),
     ((500, 400), (256, 256), "float32", "contiguous_format", "nearest-exact"): (2, 2),
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest"): (1, 1),

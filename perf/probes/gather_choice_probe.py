@@ -3,7 +3,7 @@ process (docs/findings.md, finding 3, "float32 gathers table-driven with AVX2's 
 docs/design.md, "Kernel choice").
 
 Usage: ``python -m perf.probes.gather_choice_probe OUT_DIR [--rounds R] [--calls C]
-[--num-threads N] [--dtypes float32 uint8] [--layouts contiguous_format channels_last]``
+[--num-threads N] [--dtypes float32 uint8 bfloat16] [--layouts contiguous_format channels_last]``
 
 For the harness's batch-1 CPU seed rows whose forward gathers, both modes and both call forms
 (``symbolic``: ``size`` in a closure's kwargs dict, as the harness passes it; ``literal``: constants
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--num-threads", type=int, default=1)
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "uint8"], choices=("float32", "uint8"))
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "uint8"], choices=("float32", "uint8", "bfloat16"))
     parser.add_argument("--layouts", nargs="+", default=["contiguous_format", "channels_last"],
                         choices=("contiguous_format", "channels_last"))
     args = parser.parse_args(argv)
