@@ -60,7 +60,7 @@ WIDE_VECTOR_BITS = 512
 # innermost dim load their index from a table (whole vectors, ``lowerings.cpu_gathers``),
 # channels-last ones of few channels read rows. AMD EPYC with AVX2, 1 thread, interleaved, time
 # / eager's, table / ATen's extern / computed: float32 0.76-1.23x / 1.20-1.91x / 1.10-2.64x,
-# channels-last rows 0.25-0.49x against per pixel 0.75-1.68x; uint8 0.47-0.74x / - / 0.63-1.10x;
+# channels-last rows 0.25-0.49x against per pixel 0.75-1.68x; uint8 0.47-0.74x / 1.13-1.51x / 0.63-1.10x;
 # bfloat16 0.71-1.37x / 1.13-1.65x / 1.62-2.66x. With AVX512's vectors bfloat16 keeps ATen's
 # kernel (186 / 169 us) (docs/design.md, "Kernel choice").
 TABLE_GATHER_WIDTHS = {torch.float32: (256, 512), torch.uint8: (256, 512), torch.bfloat16: (256,)}
