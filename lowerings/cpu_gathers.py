@@ -201,10 +201,10 @@ _HALVES_CODE = {
 }
 
 
-def _whole_vector_index(kernel, index: sympy.Expr, dtype: torch.dtype):
-    """``(indirect variable, rest)`` of a whole float32 vector's index (``_index_parts``) whose
-    indirect variable has a type of ``_INDEX_CODE``, else None."""
-    if dtype != torch.float32 or kernel.tiling_factor != LANES or kernel.num_elems != LANES:
+def _whole_vector_index(kernel, index: sympy.Expr, dtype: torch.dtype, lanes: int = LANES):
+    """``(indirect variable, rest)`` of a whole float32 vector's index of ``lanes`` lanes
+    (``_index_parts``) whose indirect variable has a type of ``_INDEX_CODE``, else None."""
+    if dtype != torch.float32 or kernel.tiling_factor != lanes or kernel.num_elems != lanes:
         return None
     parts = _index_parts(kernel, index)
     if parts is None or parts[0].dtype not in _INDEX_CODE:
@@ -269,12 +269,8 @@ def _avx2_gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -
     for int64 indices, the lanes' elements are loaded into one vector directly."""
     from torch._inductor.codegen.cpp_utils import cexpr_index
 
-    if dtype != torch.float32 or kernel.tiling_factor != AVX2_LANES or kernel.num_elems != AVX2_LANES:
-        return None
-    if kernel._load_mask is not None:
-        return None
-    parts = _index_parts(kernel, index)
-    if parts is None or parts[0].dtype not in _INDEX_CODE:
+    parts = _whole_vector_index(kernel, index, dtype, AVX2_LANES)
+    if parts is None or kernel._load_mask is not None:
         return None
     indirect, rest = parts
     index_type = _INDEX_CODE[indirect.dtype][1]
