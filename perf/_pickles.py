@@ -159,7 +159,7 @@ def merge_runs(paths: list, path) -> dict:
     roofline, compile time and page faults; its spread spans every run's medians (and their
     repeats). A mismatch or error in any run is kept. The empty-call overheads are the runs' lowest, like
     the columns. A process's state can decide a CPU row: the same kernel timed 345 us in one
-    process and 570 us in another on a 2-core machine (docs/perf.md, "CPU").
+    process and 570 us in another on a 2-core machine (docs/runs/README.md, "CPU").
     """
     payloads = []
     for p in paths:
