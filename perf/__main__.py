@@ -7,7 +7,8 @@ own fresh Inductor cache under OUT_DIR: first ``--tag=Nightly`` (stock torch),
 then ``--tag=PR`` (imports ``decomps``); with ``--processes N``, N such pairs, whose
 pickles are merged per tag (each column's lowest median). Then writes the results table, the
 speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a
-PNG chart of the speed-ups, and prints the speed-up table.
+PNG chart of the speed-ups, and prints the speed-up tables and their summary (rows at or
+ahead per speed-up column, and each row behind).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ MISMATCH_MARK = "MISMATCH"
 # Below this eager time a compiled call's own host cost decides (the "Compiled call overhead" row).
 HOST_BOUND_SECONDS = 100e-6
 HOST_BOUND_MARK = "host-bound"
+# The label (before ", <device>") of the rows that time empty compiled graphs: references, not cases.
+OVERHEAD_LABEL = "Compiled call overhead"
 # A cell shows its minor page faults per call from this many on (4 kB pages: 64 kB of memory;
 # fewer are the odd page of small buffers).
 PAGE_FAULTS_SHOWN = 16

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from torch import nn
 
-from perf._tables import HOST_BOUND_SECONDS, host_bound_threshold
+from perf._tables import HOST_BOUND_SECONDS, OVERHEAD_LABEL, host_bound_threshold
 from perf.cases import NECK_OUT_CHANNELS, Case, min_bytes
 
 SEED = 12
@@ -39,8 +39,7 @@ REDUCE_OVERHEAD = "Compiled reduce-overhead"  # the column's description starts 
 WARM_UP_CALLS = 3
 # The compiled call overhead rows: 8 elements, so that dynamic=True traces a symbolic size
 # (sizes 0 and 1 are specialized). The second row (with --backward) is an empty compiled
-# training step, timed like the fwd+bwd rows.
-OVERHEAD_LABEL = "Compiled call overhead"
+# training step, timed like the fwd+bwd rows. Their label is _tables.OVERHEAD_LABEL.
 OVERHEAD_SHAPE = (8,)
 OVERHEAD_SUB_LABEL = f"Input {OVERHEAD_SHAPE}, torch.float32 | fn: x + 1"
 STEP_OVERHEAD_SUB_LABEL = f"Input {OVERHEAD_SHAPE}, torch.float32 | fn: x * 2, fwd+bwd"

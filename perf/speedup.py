@@ -8,7 +8,8 @@ expression (matched against the whole description) within the same row
 (same label and sub_label); the speed-up is time(B) / time(A), so > 1 means
 A is faster. Rows whose eager time is below 100 us get the note ``host-bound``; fwd+bwd rows
 also where it is below the empty compiled fwd+bwd step of the pickles (``compiled_step_overhead_us``,
-see ``host_bound_seconds``). Refuses to overwrite an existing OUT.md.
+see ``host_bound_seconds``). A summary closes the tables: per compare, the rows at or ahead and
+each row behind. Refuses to overwrite an existing OUT.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from perf._pickles import Row, Run, load_run
 from perf._tables import (
     HOST_BOUND_MARK,
     HOST_BOUND_SECONDS,
+    OVERHEAD_LABEL,
     MISMATCH_MARK,
     format_cell,
     group_by_label,
@@ -164,11 +166,45 @@ def _format_ratio(row: SpeedupRow, name: str) -> str:
     return f"{row.ratios[name]:.2f}x{mark}"
 
 
+def _ahead(row: SpeedupRow, name: str) -> bool:
+    """At or ahead as the tables print it: a speed-up that rounds to 1.00x or more."""
+    return round(row.ratios[name], 2) >= 1.0
+
+
+def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str:
+    """Per compare, over every table but the compiled call overhead rows (empty graphs, the
+    references): how many rows are at or ahead and the range of their speed-ups, host-bound rows
+    apart, then each row behind, so that a reader checks a target without reading every row.
+    Host-bound rows behind are listed too (marked), but not against an eager column
+    (``spec.second`` starting with ``Eager``), which such a row beats by definition."""
+    lines = ["### Summary", ""]
+    cases = [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
+    for spec in specs:
+        name = spec.name
+        rows = [r for r in cases if name in r.ratios]
+        if not rows:
+            continue
+        counts = []
+        for host_bound, kind in ((False, "rows"), (True, f"{HOST_BOUND_MARK} rows")):
+            group = [r.ratios[name] for r in rows if r.host_bound == host_bound]
+            if group:
+                ahead = sum(round(ratio, 2) >= 1.0 for ratio in group)
+                counts.append(f"{ahead} of {len(group)} {kind} at or ahead ({min(group):.2f}-{max(group):.2f}x)")
+        lines.append(f"- {name}: " + "; ".join(counts))
+        listed = [r for r in rows if not (r.host_bound and spec.second.startswith("Eager"))]
+        for r in listed:
+            if not _ahead(r, name):
+                bound = f" ({HOST_BOUND_MARK})" if r.host_bound else ""
+                lines.append(f"  - {_format_ratio(r, name)} {r.label} | {r.sub_label}{bound}")
+    return "\n".join(lines) + "\n"
+
+
 def render_tables(runs: Sequence[Run], specs: Sequence[Spec]) -> str:
-    """The speed-up tables alone, one per label."""
+    """The speed-up tables, one per label, and their summary (``render_summary``)."""
     speedups = compute_speedups(merged_rows(runs), specs)
     names = [s.name for s in specs]
-    return "\n".join(render_label(label, rows, names) for label, rows in group_by_label(speedups).items())
+    tables = [render_label(label, rows, names) for label, rows in group_by_label(speedups).items()]
+    return "\n".join([*tables, render_summary(speedups, specs)])
 
 
 def render(runs: Sequence[Run], specs: Sequence[Spec]) -> str:

@@ -313,3 +313,38 @@ def test_page_faults_are_shown_and_merged_with_their_run(tmp_path):
     merge_runs([path, other], tmp_path / "PR.pkl")
     rows = {r.key: r for r in load_run(tmp_path / "PR.pkl").rows}
     assert rows[eager].page_faults == 12.0 and rows[compiled].page_faults == 4570.4  # the kept runs'
+
+
+def test_summary_counts_rows_ahead_and_lists_rows_behind(tmp_path):
+    """The summary under the tables: per compare, the rows at or ahead (as the tables round them),
+    host-bound rows apart, each row behind listed; the compiled call overhead rows left out, and
+    host-bound rows not listed against eager."""
+    label, version = "Interpolate, cuda", "2.13.0"
+    behind, rounded, small = SUB_F32, SUB_2D, "Input (1, 3, 20, 20), torch.float32 | mode: nearest"
+    times = {  # sub_label: (eager, PR compiled, Nightly compiled)
+        behind: (2e-3, 1.1e-3, 1e-3),  # PR behind Nightly, ahead of eager
+        rounded: (2e-3, 1.004e-3, 1e-3),  # 0.996x: printed 1.00x, counted at or ahead
+        small: (50e-6, 60e-6, 55e-6),  # host-bound: behind both
+    }
+    paths = []
+    for tag, column in (("PR", 1), ("Nightly", 2)):
+        rows = [measurement("Compiled call overhead, cuda", "Input (8,), torch.float32 | fn: x + 1",
+                            f"Compiled ({version}) {tag}", 40e-6 if tag == "PR" else 30e-6),
+                measurement("Compiled call overhead, cuda", "Input (8,), torch.float32 | fn: x + 1",
+                            f"Eager ({version}) {tag}", 5e-6)]
+        for sub_label, t in times.items():
+            rows += [measurement(label, sub_label, f"Eager ({version}) {tag}", t[0]),
+                     measurement(label, sub_label, f"Compiled ({version}) {tag}", t[column])]
+        paths.append(tmp_path / f"{tag}.pkl")
+        save_run(paths[-1], rows)
+    specs = [Spec.parse(speedup.PR_VS_NIGHTLY), Spec.parse(speedup.PR_VS_EAGER)]
+    text = speedup.render_tables([load_run(p) for p in paths], specs)
+    summary = text[text.index("### Summary"):].splitlines()
+    assert summary[2] == ("- speed-up PR vs Nightly: 1 of 2 rows at or ahead (0.91-1.00x); "
+                          "0 of 1 host-bound rows at or ahead (0.92-0.92x)")
+    assert summary[3] == f"  - 0.91x {label} | {behind}"
+    assert summary[4] == f"  - 0.92x {label} | {small} (host-bound)"
+    assert summary[5] == ("- speed-up PR vs Eager: 2 of 2 rows at or ahead (1.82-1.99x); "
+                          "0 of 1 host-bound rows at or ahead (0.83-0.83x)")
+    assert len(summary) == 6  # nothing listed against eager; no overhead row anywhere
+    assert "Compiled call overhead" not in "\n".join(summary)
