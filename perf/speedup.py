@@ -25,8 +25,8 @@ from perf._pickles import Row, Run, load_run
 from perf._tables import (
     HOST_BOUND_MARK,
     HOST_BOUND_SECONDS,
-    OVERHEAD_LABEL,
     MISMATCH_MARK,
+    OVERHEAD_LABEL,
     format_cell,
     group_by_label,
     host_bound_threshold,
@@ -166,9 +166,9 @@ def _format_ratio(row: SpeedupRow, name: str) -> str:
     return f"{row.ratios[name]:.2f}x{mark}"
 
 
-def _ahead(row: SpeedupRow, name: str) -> bool:
+def _ahead(ratio: float) -> bool:
     """At or ahead as the tables print it: a speed-up that rounds to 1.00x or more."""
-    return round(row.ratios[name], 2) >= 1.0
+    return round(ratio, 2) >= 1.0
 
 
 def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str:
@@ -188,12 +188,12 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
         for host_bound, kind in ((False, "rows"), (True, f"{HOST_BOUND_MARK} rows")):
             group = [r.ratios[name] for r in rows if r.host_bound == host_bound]
             if group:
-                ahead = sum(round(ratio, 2) >= 1.0 for ratio in group)
+                ahead = sum(map(_ahead, group))
                 counts.append(f"{ahead} of {len(group)} {kind} at or ahead ({min(group):.2f}-{max(group):.2f}x)")
         lines.append(f"- {name}: " + "; ".join(counts))
         listed = [r for r in rows if not (r.host_bound and spec.second.startswith("Eager"))]
         for r in listed:
-            if not _ahead(r, name):
+            if not _ahead(r.ratios[name]):
                 bound = f" ({HOST_BOUND_MARK})" if r.host_bound else ""
                 lines.append(f"  - {_format_ratio(r, name)} {r.label} | {r.sub_label}{bound}")
     return "\n".join(lines) + "\n"
