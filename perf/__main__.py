@@ -5,7 +5,10 @@
 Runs ``python -m perf.interp_mode`` twice, each in its own process with its
 own fresh Inductor cache under OUT_DIR: first ``--tag=Nightly`` (stock torch),
 then ``--tag=PR`` (imports ``decomps``); with ``--processes N``, N such pairs, whose
-pickles are merged per tag (each column's lowest median). Then writes the results table, the
+pickles are merged per tag (each column's lowest median); with ``--devices 0,1,...`` the cases
+are split into a shard per CUDA device, the shards run side by side (each its own Nightly and PR
+processes on its device, output to a log file under OUT_DIR) and their pickles merge the same
+way. Then writes the results table, the
 speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a
 PNG chart of the speed-ups, and prints the speed-up tables and their summary (rows at or
 ahead per speed-up column, and each row behind).
@@ -18,7 +21,9 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from perf.cases import MODES
@@ -47,10 +52,35 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, alternating Nightly and PR, each in a new process; "
                              "keeps each column's lowest median")
-    return parser.parse_args(argv)
+    parser.add_argument("--devices", type=parse_devices, default=None,
+                        help="CUDA devices to spread the cases over, e.g. 0,1,2,3: a shard of the cases per "
+                             "device, run side by side; every row's columns come from one device")
+    args = parser.parse_args(argv)
+    if args.devices and (args.device == "cpu" or args.device == "auto" and not _has_cuda()):
+        parser.error("--devices spreads CUDA runs; this machine has no CUDA device" if args.device == "auto"
+                     else "--devices spreads CUDA runs; it needs --device cuda or auto")
+    return args
 
 
-def child_command(tag: str, args: argparse.Namespace, pickle_name: str) -> list[str]:
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def parse_devices(text: str) -> list[int]:
+    """``"0,1,3"`` -> ``[0, 1, 3]``: distinct CUDA device indices."""
+    try:
+        devices = [int(d) for d in text.split(",")]
+    except ValueError:
+        devices = []
+    if not devices or min(devices) < 0 or len(set(devices)) != len(devices):
+        raise argparse.ArgumentTypeError(f"expected distinct device indices like 0,1,2,3, got {text!r}")
+    return devices
+
+
+def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
+                  shard: tuple[int, int] | None = None) -> list[str]:
     command = [sys.executable, "-m", "perf.interp_mode", str(args.out_dir), f"--tag={tag}",
                f"--mode={args.mode}", f"--device={args.device}", f"--num-threads={args.num_threads}",
                f"--dynamic={args.dynamic}", f"--call-forms={args.call_forms}", f"--repeat={args.repeat}",
@@ -60,15 +90,20 @@ def child_command(tag: str, args: argparse.Namespace, pickle_name: str) -> list[
         command.append(f"--min-run-time={args.min_run_time}")
     if args.filter:
         command.append(f"--filter={args.filter}")
+    if shard is not None:
+        command.append(f"--shard={shard[0]}/{shard[1]}")
     return command
 
 
-def child_env(cache_dir: Path) -> dict[str, str]:
-    """The parent's environment with a private Inductor and Triton cache."""
+def child_env(cache_dir: Path, device: int | None = None) -> dict[str, str]:
+    """The parent's environment with a private Inductor and Triton cache (and, for a shard, its
+    one visible CUDA device)."""
     env = dict(os.environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
     env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
     env["PYTHONUNBUFFERED"] = "1"
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(device)
     return env
 
 
@@ -82,17 +117,59 @@ def failure_message(tag: str, rc: int) -> str | None:
     return f"ERROR: the {tag} run exited with status {rc} (see above)."
 
 
-def run_tag(tag: str, args: argparse.Namespace, stem: str) -> tuple[Path | None, int]:
+def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int] | None = None,
+            device: int | None = None) -> tuple[Path | None, int]:
     """One benchmark process; returns its pickle (None if it wrote none) and exit status.
-    ``stem`` names the pickle ``<stem>-<tag>.pkl`` and its private cache."""
-    pickle_path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
-    cache_dir = args.out_dir.resolve() / f"inductor-cache-{stem}-{tag}"
-    print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
-    rc = subprocess.call(child_command(tag, args, pickle_path.name), cwd=REPO_ROOT, env=child_env(cache_dir))
+    ``stem`` names the pickle ``<stem>-<tag>.pkl`` and its private cache. A shard's process runs
+    on ``device`` alone and writes its output to ``<stem>-<tag>.log``."""
+    out_dir = args.out_dir.resolve()
+    pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
+    command, env = child_command(tag, args, pickle_path.name, shard), child_env(cache_dir, device)
+    if shard is None:
+        print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
+        rc = subprocess.call(command, cwd=REPO_ROOT, env=env)
+    else:
+        log = out_dir / f"{stem}-{tag}.log"
+        cpus = shard_cpus(sorted(os.sched_getaffinity(0)), shard)
+        print(f"===== {tag} run, shard {shard[0]}/{shard[1]} on CUDA device {device}, {len(cpus)} CPUs "
+              f"(output: {log})", flush=True)
+        with open(log, "w") as f:
+            rc = subprocess.call(command, cwd=REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                 preexec_fn=partial(os.sched_setaffinity, 0, cpus))
     message = failure_message(tag, rc)
     if message:
-        print(f"\n{message}", file=sys.stderr)
+        print(f"\n{message}" + (f" (shard {shard[0]}/{shard[1]})" if shard else ""), file=sys.stderr)
     return (pickle_path if pickle_path.is_file() else None), rc
+
+
+def shard_cpus(cpus: list[int], shard: tuple[int, int]) -> list[int]:
+    """The I-th of N equal slices of ``cpus`` (all of them where there are fewer than N): a shard's
+    host-bound rows are timed on cores that no other shard, nor its compile workers, use."""
+    index, count = shard
+    size = len(cpus) // count
+    return cpus[(index - 1) * size:index * size] if size else cpus
+
+
+def run_stem(stem: str, args: argparse.Namespace, shard: int | None, process: int) -> str:
+    """The stem of one process's pickle: the run's, with its shard and its process number."""
+    if shard is not None:
+        stem += f"-shard{shard}"
+    return stem if args.processes == 1 else f"{stem}-process{process}"
+
+
+def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None) -> tuple[dict, list]:
+    """``args.processes`` pairs of runs, alternating Nightly and PR, of every case or of one shard
+    (1-based, of ``args.devices``); returns each tag's pickles and the exit statuses."""
+    runs, statuses = {tag: [] for tag in RUN_ORDER}, []
+    of_shard = None if shard is None else (shard, len(args.devices))
+    device = None if shard is None else args.devices[shard - 1]
+    for i in range(1, args.processes + 1):
+        for tag in RUN_ORDER:
+            path, rc = run_tag(tag, args, run_stem(stem, args, shard, i), of_shard, device)
+            statuses.append(rc)
+            if path is not None:
+                runs[tag].append(path)
+    return runs, statuses
 
 
 def write_reports(runs: dict, out_dir: Path, stem: str) -> tuple[list[Path], str | None]:
@@ -130,21 +207,21 @@ def main(argv=None) -> int:
     modes = MODES if args.mode == "both" else (args.mode,)
     stem = f"{datetime.now():%Y%m%d-%H%M%S}-upsample-{'-'.join(modes)}"
     start = time.perf_counter()
-    runs, statuses = {tag: [] for tag in RUN_ORDER}, []
-    for i in range(args.processes):
-        for tag in RUN_ORDER:
-            path, rc = run_tag(tag, args, stem if args.processes == 1 else f"{stem}-process{i + 1}")
-            statuses.append(rc)
-            if path is not None:
-                runs[tag].append(path)
+    if args.devices:
+        with ThreadPoolExecutor(len(args.devices)) as pool:
+            shards = list(pool.map(partial(run_processes, args, stem), range(1, len(args.devices) + 1)))
+    else:
+        shards = [run_processes(args, stem)]
+    runs = {tag: [p for shard_runs, _ in shards for p in shard_runs[tag]] for tag in RUN_ORDER}
+    statuses = [rc for _, shard_statuses in shards for rc in shard_statuses]
 
     from perf._pickles import load_run, merge_runs
 
     pickles = {}
     for tag, paths in runs.items():
-        if paths and args.processes == 1:
+        if len(paths) == 1 and not args.devices:
             pickles[tag] = paths[0]
-        elif paths:  # several processes: one pickle of their best medians
+        elif paths:  # several processes or shards: one pickle of their best medians
             pickles[tag] = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
             merge_runs(paths, pickles[tag])
     if not pickles:

@@ -7,7 +7,9 @@ keys, all keyed by ``(label, sub_label, description)`` where relevant:
 ``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
 ``page_faults``, ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``,
 ``compiled_step_overhead_us``, ``tag``, ``device``, ``dynamic``, ``repeat``, ``call_forms``,
-``package``, and ``processes`` in a pickle that ``merge_runs`` made from several runs of one tag.
+``package``, ``device_name`` (the GPU's or CPU's name), ``shard`` (``(I, N)`` of a run of one
+shard of the cases), and ``processes`` and ``shards`` in a pickle that ``merge_runs`` made from
+several runs of one tag.
 
 Readers accept pickles written by the seed scripts and by other torch
 versions: only ``.median`` (or the raw times) and the task spec's labels are
@@ -153,7 +155,8 @@ def load_run(path) -> Run:
 
 
 def merge_runs(paths: list, path) -> dict:
-    """One pickle from several runs of one tag (``python -m perf --processes N``).
+    """One pickle from several runs of one tag (``python -m perf --processes N``), and of its
+    shards (``--devices``: each shard a part of the cases, its own rows).
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
     roofline, compile time and page faults; its spread spans every run's medians (and their
@@ -188,14 +191,18 @@ def merge_runs(paths: list, path) -> dict:
         values = [p[name] for p in payloads if p.get(name) is not None]
         return min(values) if values else None
 
+    names = sorted({p["device_name"] for p in payloads if p.get("device_name")})
     merged = {
         **payloads[0], "filepath": str(path), "test_results": [m for _, m, _ in best.values()],
+        "device_name": ", ".join(names) or None, "shard": None,
+        "shards": len({p.get("shard") for p in payloads}),
         "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
         "page_faults": from_best("page_faults"),
         "spread": spread, "mismatches": mismatches,
         "errors": [e for p in payloads for e in p.get("errors") or []],
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),
-        "compiled_step_overhead_us": lowest("compiled_step_overhead_us"), "processes": len(payloads),
+        "compiled_step_overhead_us": lowest("compiled_step_overhead_us"),
+        "processes": len(payloads) // len({p.get("shard") for p in payloads}),
     }
     _write(path, merged)
     return merged

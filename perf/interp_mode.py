@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import platform
 import re
 import sys
 import tempfile
@@ -84,7 +85,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rounds of timing per case, interleaving its columns; each column keeps "
                              "its lowest median (default 1)")
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
+    parser.add_argument("--shard", type=parse_shard, default=None,
+                        help="I/N: only the I-th of N shards of the cases (every N-th case from the I-th)")
     return parser
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> ``(I, N)`` with ``1 <= I <= N``."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def shard_of(cases: list, shard: tuple[int, int] | None) -> list:
+    """Every N-th case from the I-th: neighbouring cases (one shape's modes, layouts and dtypes)
+    go to different shards, so shards take about equal time."""
+    if shard is None:
+        return cases
+    index, count = shard
+    return cases[index - 1::count]
 
 
 def ensure_private_cache_dir(tag: str) -> str:
@@ -145,7 +165,7 @@ def select_cases(args, device: str):
         cases = [c for c in cases if re.search(args.filter, c.name)]
         if not cases:
             raise SystemExit(f"ERROR: --filter {args.filter!r} matches no case")
-    return modes, cases
+    return modes, shard_of(cases, getattr(args, "shard", None))
 
 
 def progress_line(i: int, n: int, name: str, start: float, summary: str) -> str:
@@ -316,20 +336,23 @@ def run(args) -> int:
     path = args.output_dir / (args.pickle_name or default_pickle_name(modes, args.tag))
 
     print(f"Output filepath: {path}")
-    print(f"Tag: {args.tag}, device: {device}, package: {package}")
+    print(f"Tag: {args.tag}, device: {device}, package: {package}"
+          + (f", shard {args.shard[0]}/{args.shard[1]} ({len(cases)} cases)" if args.shard else ""))
     print(f"Torch version: {torch.__version__}")
     print(f"Torch config: {torch.__config__.show()}")
     print(f"Num threads: {torch.get_num_threads()}, dynamic: {args.dynamic}, min_run_time: {min_run_time}, "
           f"repeat: {args.repeat}, call forms: {args.call_forms}")
     print(f"Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}\n", flush=True)
 
+    device_name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or None
     copy_gbps = None
     if device == "cuda":
         copy_gbps = bench.measure_copy_bandwidth(device, args.num_threads, COPY_MIN_RUN_TIME)
         print(f"Device-to-device copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", flush=True)
 
     def save(collected: Collected) -> None:
-        save_run(path, collected.test_results, tag=args.tag, device=device, dynamic=args.dynamic,
+        save_run(path, collected.test_results, tag=args.tag, device=device, device_name=device_name,
+                 shard=args.shard, dynamic=args.dynamic,
                  repeat=args.repeat, call_forms=selected_call_forms(args), package=package,
                  copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
 

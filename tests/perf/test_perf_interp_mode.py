@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import argparse
 from argparse import Namespace
 from pathlib import Path
 
@@ -516,7 +517,7 @@ def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_
     times = {("Nightly", 1): 4e-4, ("PR", 1): 5e-4, ("Nightly", 2): 6e-4, ("PR", 2): 3e-4}
     calls = []
 
-    def fake_run_tag(tag, args, stem):
+    def fake_run_tag(tag, args, stem, shard=None, device=None):
         calls.append((tag, stem))
         process = len(calls) // 2 + len(calls) % 2
         path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
@@ -539,6 +540,70 @@ def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_
     assert merged["PR"]["Compiled (v) PR"] == pytest.approx(3e-4)
     (table,) = tmp_path.glob("*-speedup.md")
     assert "1.33x" in table.read_text()  # 4e-4 / 3e-4
+
+
+def test_devices_run_a_shard_each_side_by_side_and_merge_them(monkeypatch, tmp_path):
+    """``--devices 2,5``: each device runs its shard's Nightly and PR processes with only that
+    device visible; each tag's pickle holds both shards' rows, each row from its own shard."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf._pickles import load_run, save_run
+
+    label = "Interpolate, cuda"
+    calls = []
+
+    def fake_run_tag(tag, args, stem, shard=None, device=None):
+        calls.append((tag, stem, shard, device))
+        sub_label = f"Input (1, 3, {shard[0]}, 4), torch.float32 | mode: nearest"
+        path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
+        results = [Measurement(1, [seconds], TaskSpec("fn(x)", "", label=label, sub_label=sub_label,
+                                                        description=f"{kind} (v) {tag}"))
+                   for kind, seconds in (("Eager", 1e-3), ("Compiled", 5e-4 if tag == "PR" else 6e-4))]
+        save_run(path, results, tag=tag, shard=shard, device_name=f"card {device}")
+        return path, 0
+
+    monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
+    assert orchestrator.main([str(tmp_path), "--device=cuda", "--devices=2,5"]) == 0
+    assert sorted((tag, shard, device) for tag, _, shard, device in calls) == [
+        ("Nightly", (1, 2), 2), ("Nightly", (2, 2), 5), ("PR", (1, 2), 2), ("PR", (2, 2), 5)]
+    assert {stem.rsplit("-", 1)[1] for _, stem, _, _ in calls} == {"shard1", "shard2"}
+    for tag in orchestrator.RUN_ORDER:
+        (path,) = [p for p in tmp_path.glob(f"*-{tag}.pkl") if "-shard" not in p.name]
+        run = load_run(path)
+        assert sorted(r.sub_label for r in run.rows if r.description.startswith("Compiled")) == [
+            "Input (1, 3, 1, 4), torch.float32 | mode: nearest", "Input (1, 3, 2, 4), torch.float32 | mode: nearest"]
+        assert run.extra["shards"] == 2 and run.extra["processes"] == 1
+        assert run.extra["device_name"] == "card 2, card 5"
+    (table,) = tmp_path.glob("*-speedup.md")
+    rows = [line for line in table.read_text().splitlines() if line.startswith("| Input")]
+    assert len(rows) == 2 and all("1.20x" in row for row in rows)  # 6e-4 / 5e-4, one row per shard
+
+
+def test_each_shard_times_on_its_own_cpus():
+    cpus = list(range(64))
+    slices = [orchestrator.shard_cpus(cpus, (i, 4)) for i in range(1, 5)]
+    assert [len(s) for s in slices] == [16] * 4 and sorted(sum(slices, [])) == cpus
+    assert orchestrator.shard_cpus([0, 1], (2, 4)) == [0, 1]  # fewer CPUs than shards: all of them
+
+
+def test_devices_need_cuda():
+    with pytest.raises(SystemExit):
+        orchestrator.parse_args(["out", "--device=cpu", "--devices=0,1"])
+    for text in ("0,0", "a", "-1", ""):
+        with pytest.raises(SystemExit):
+            orchestrator.parse_args(["out", "--device=cuda", f"--devices={text}"])
+    assert orchestrator.parse_args(["out", "--device=cuda", "--devices=0,3"]).devices == [0, 3]
+
+
+def test_a_shard_takes_every_nth_case_and_the_shards_cover_the_matrix():
+    cases = make_cases("cuda", backward=True)
+    shards = [interp_mode.shard_of(cases, (i, 4)) for i in range(1, 5)]
+    assert sorted(map(len, shards)) == [len(cases) // 4] * (4 - len(cases) % 4) + [len(cases) // 4 + 1] * (len(cases) % 4)
+    assert sorted((c.name for s in shards for c in s)) == sorted(c.name for c in cases)
+    assert interp_mode.parse_shard("2/4") == (2, 4)
+    for text in ("0/4", "5/4", "1", "a/b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            interp_mode.parse_shard(text)
 
 
 def test_calls_of_counts_every_call_of_blocked_autorange():
