@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import pickle
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,7 +157,9 @@ def load_run(path) -> Run:
 
 def merge_runs(paths: list, path) -> dict:
     """One pickle from several runs of one tag (``python -m perf --processes N``), and of its
-    shards (``--devices``: each shard a part of the cases, its own rows).
+    shards (``--devices``: each shard a part of the cases, its own rows). ``processes`` is how many runs
+    timed a column, the most common count (every run times the empty-call rows; only some a
+    reduce-overhead column), ``shards`` the number of distinct shards.
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
     roofline, compile time and page faults; its spread spans every run's medians (and their
@@ -171,10 +174,12 @@ def merge_runs(paths: list, path) -> dict:
     best: dict[Key, tuple] = {}  # key -> (median, Measurement, payload)
     spread: dict[Key, dict] = {}
     mismatches: dict[Key, str] = {}
+    timed: dict[Key, int] = {}  # key -> the runs that timed it
     for payload in payloads:
         for m in payload["test_results"]:
             key = (_task_field(m, "label"), _task_field(m, "sub_label"), _task_field(m, "description"))
             median = median_seconds(m)
+            timed[key] = timed.get(key, 0) + 1
             if key not in best or median < best[key][0]:
                 best[key] = (median, m, payload)
             own = (payload.get("spread") or {}).get(key) or {"min": median, "max": median, "n": 1}
@@ -202,7 +207,7 @@ def merge_runs(paths: list, path) -> dict:
         "errors": [e for p in payloads for e in p.get("errors") or []],
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),
         "compiled_step_overhead_us": lowest("compiled_step_overhead_us"),
-        "processes": len(payloads) // len({p.get("shard") for p in payloads}),
+        "processes": Counter(timed.values()).most_common(1)[0][0] if timed else 0,
     }
     _write(path, merged)
     return merged
