@@ -5,7 +5,7 @@ A pickle holds a dict with the seed's keys ``filepath``, ``torch_version``,
 ``torch.utils.benchmark`` Measurements). Runs of this harness add optional
 keys, all keyed by ``(label, sub_label, description)`` where relevant:
 ``roofline``, ``mismatches``, ``errors``, ``compile_seconds``, ``spread``,
-``page_faults``, ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``,
+``page_faults``, ``kernel_us``, ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``,
 ``compiled_step_overhead_us``, ``tag``, ``device``, ``dynamic``, ``repeat``, ``call_forms``,
 ``package``, ``device_name`` (the GPU's or CPU's name), ``shard`` (``(I, N)`` of a run of one
 shard of the cases), and ``processes`` and ``shards`` in a pickle that ``merge_runs`` made from
@@ -43,6 +43,7 @@ class Row:
     problem: str | None = None  # a correctness mismatch recorded by the run
     spread: dict | None = None  # {"min", "max", "n"} of the medians of the run's repeats
     page_faults: float | None = None  # minor page faults per call in the kept round (CPU runs)
+    kernel_us: float | None = None  # us of GPU kernels per call (CUDA runs, profiler)
     # The run's, from the pickle's keys (None where a pickle, e.g. a seed one, lacks the key)
     torch_version: str | None = None
     device: str | None = None
@@ -126,6 +127,7 @@ def to_row(measurement, payload: dict) -> Row:
     row.problem = (payload.get("mismatches") or {}).get(row.key)
     row.spread = (payload.get("spread") or {}).get(row.key)
     row.page_faults = (payload.get("page_faults") or {}).get(row.key)
+    row.kernel_us = (payload.get("kernel_us") or {}).get(row.key)
     row.torch_version = payload.get("torch_version")
     row.device = payload.get("device")
     row.dynamic = payload.get("dynamic")
@@ -157,15 +159,15 @@ def load_run(path) -> Run:
 
 def merge_runs(paths: list, path) -> dict:
     """One pickle from several runs of one tag (``python -m perf --processes N``), and of its
-    shards (``--devices``: each shard a part of the cases, its own rows). ``processes`` is how many runs
-    timed a column, the most common count (every run times the empty-call rows; only some a
-    reduce-overhead column), ``shards`` the number of distinct shards.
+    shards (``--devices``: each shard a part of the cases, its own rows).
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
-    roofline, compile time and page faults; its spread spans every run's medians (and their
-    repeats). A mismatch or error in any run is kept. The empty-call overheads are the runs' lowest, like
-    the columns. A process's state can decide a CPU row: the same kernel timed 345 us in one
-    process and 570 us in another on a 2-core machine (docs/runs/README.md, "CPU").
+    roofline, compile time, page faults and kernel time; its spread spans every run's medians
+    (and their repeats). A mismatch or error in any run is kept. The empty-call overheads are the
+    runs' lowest, like the columns. ``processes`` is how many runs timed a column, the most common
+    count (every run times the empty-call rows, only some a reduce-overhead column); ``shards``
+    the number of distinct shards. A process's state can decide a CPU row: the same kernel timed
+    345 us in one process and 570 us in another on a 2-core machine (docs/runs/README.md, "CPU").
     """
     payloads = []
     for p in paths:
@@ -202,7 +204,7 @@ def merge_runs(paths: list, path) -> dict:
         "device_name": ", ".join(names) or None, "shard": None,
         "shards": len({p.get("shard") for p in payloads}),
         "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
-        "page_faults": from_best("page_faults"),
+        "page_faults": from_best("page_faults"), "kernel_us": from_best("kernel_us"),
         "spread": spread, "mismatches": mismatches,
         "errors": [e for p in payloads for e in p.get("errors") or []],
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),

@@ -50,6 +50,8 @@ def format_cell(row: Row, scale: float) -> str:
         cell += f" ({row.gbps:.0f} GB/s, {row.pct_of_copy:.0f}%)"
     if row.page_faults is not None and row.page_faults >= PAGE_FAULTS_SHOWN:
         cell += f" ({row.page_faults:.0f} pf)"
+    if row.kernel_us is not None:
+        cell += f" (kernels {row.kernel_us:.1f} us)"
     if row.problem:
         cell += f" **{MISMATCH_MARK}**"
     return cell
@@ -66,6 +68,9 @@ def time_notes(rows: Sequence[Row], unit: str) -> str:
     if any(r.page_faults is not None and r.page_faults >= PAGE_FAULTS_SHOWN for r in rows):
         note += ("; (N pf) = minor page faults per call in the round shown: memory the allocator gave "
                  "back to the system and the calls touched again")
+    if any(r.kernel_us is not None for r in rows):
+        note += ("; (kernels x us) = the GPU kernels' time per call (profiler): where it is well under "
+                 "the call's time, the host decides the row")
     return note + "."
 
 

@@ -37,6 +37,7 @@ REDUCE_OVERHEAD = "Compiled reduce-overhead"  # the column's description starts 
 # synchronized: one call's latency instead of back-to-back throughput (an H200 row of 86 us of
 # kernels then timed 165-187 us, 2026-11-24).
 WARM_UP_CALLS = 3
+KERNEL_CALLS = 10  # calls profiled for a CUDA column's kernel time
 # The compiled call overhead rows: 8 elements, so that dynamic=True traces a symbolic size
 # (sizes 0 and 1 are specialized). The second row (with --backward) is an empty compiled
 # training step, timed like the fwd+bwd rows. Their label is _tables.OVERHEAD_LABEL.
@@ -84,6 +85,7 @@ class CaseResult:
     spread: dict = field(default_factory=dict)  # column -> {"min", "max", "n"} of the repeats' medians
     roofline: dict = field(default_factory=dict)  # column -> {"bytes", "gbps", "pct_of_copy"}
     page_faults: dict = field(default_factory=dict)  # CPU column -> minor page faults per call (kept round)
+    kernel_us: dict = field(default_factory=dict)  # CUDA column -> us of GPU kernels per call (profiler)
 
 
 class FPNNeck(nn.Module):
@@ -232,6 +234,21 @@ def _timer(fn: Callable, args: tuple, label: str, sub_label: str, description: s
     )
 
 
+def kernel_us(call: Callable, calls: int = KERNEL_CALLS) -> float:
+    """us of GPU kernels per ``call()`` (profiler): what the call costs the device, without the
+    host."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    return sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA) / calls
+
+
 def _synchronize(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -327,6 +344,13 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
             columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, mode="reduce-overhead")
             rounds[REDUCE_OVERHEAD] = []
             time_column(REDUCE_OVERHEAD)
+    if device == "cuda":  # a row whose kernels are shorter than its call is decided by the host
+        for kind in ("Eager", "Compiled"):
+            fn = columns[kind]
+            try:
+                result.kernel_us[f"{kind} ({torch.__version__}) {tag}"] = kernel_us(lambda: fn(*work.args))
+            except Exception as e:  # a profiler that cannot run costs the cell its kernel time only
+                print(f"no kernel time for {kind} ({sub_label}): {type(e).__name__}: {e}", flush=True)
     for kind, measurements in rounds.items():
         best, spread = pick_best(measurements)
         result.measurements.append(best)

@@ -205,6 +205,7 @@ class Collected:
     compile_seconds: dict = field(default_factory=dict)  # only Compiled columns
     spread: dict = field(default_factory=dict)
     page_faults: dict = field(default_factory=dict)  # CPU columns
+    kernel_us: dict = field(default_factory=dict)  # CUDA columns: GPU kernels per call
     errors: list = field(default_factory=list)
     compiled_call_overhead_us: float | None = None
     compiled_step_overhead_us: float | None = None
@@ -217,7 +218,8 @@ class Collected:
             for keyed, per_column in ((self.compile_seconds, result.compile_seconds),
                                       (self.roofline, result.roofline), (self.mismatches, result.problems),
                                       (self.spread, result.spread),
-                                      (self.page_faults, result.page_faults)):
+                                      (self.page_faults, result.page_faults),
+                                      (self.kernel_us, result.kernel_us)):
                 if description in per_column:
                     keyed[key] = per_column[description]
 
@@ -237,6 +239,7 @@ class Collected:
     def pickle_keys(self) -> dict:
         return {"roofline": self.roofline, "mismatches": self.mismatches, "errors": self.errors,
                 "compile_seconds": self.compile_seconds, "spread": self.spread, "page_faults": self.page_faults,
+                "kernel_us": self.kernel_us,
                 "compiled_call_overhead_us": self.compiled_call_overhead_us,
                 "compiled_step_overhead_us": self.compiled_step_overhead_us}
 

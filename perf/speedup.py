@@ -82,6 +82,7 @@ class SpeedupRow:
     columns: dict[str, Row] = field(default_factory=dict)  # matched columns, by description
     ratios: dict[str, float] = field(default_factory=dict)  # by spec name
     flagged: set[str] = field(default_factory=set)  # spec names computed from a mismatched cell
+    pairs: dict[str, tuple[Row, Row]] = field(default_factory=dict)  # by spec name: its (A, B) columns
     host_bound: bool = False  # an Eager column of the row (any pickle) is below host_bound_seconds
     host_bound_seconds: float = HOST_BOUND_SECONDS  # the threshold that applies to this row
 
@@ -129,6 +130,7 @@ def compute_speedups(rows: Sequence[Row], specs: Sequence[Spec]) -> list[Speedup
                 continue
             out.columns.update({first.description: first, second.description: second})
             out.ratios[spec.name] = second.median / first.median
+            out.pairs[spec.name] = (first, second)
             if first.problem or second.problem:
                 out.flagged.add(spec.name)
         if out.ratios:
@@ -166,6 +168,15 @@ def _format_ratio(row: SpeedupRow, name: str) -> str:
     return f"{row.ratios[name]:.2f}x{mark}"
 
 
+def _kernels(row: SpeedupRow, name: str) -> str:
+    """The two columns' GPU kernel time per call, where both were measured: a row behind whose
+    kernels are not is behind in host time."""
+    first, second = row.pairs[name]
+    if first.kernel_us is None or second.kernel_us is None:
+        return ""
+    return f" (kernels {first.kernel_us:.1f} / {second.kernel_us:.1f} us)"
+
+
 def _ahead(ratio: float) -> bool:
     """At or ahead as the tables print it: a speed-up that rounds to 1.00x or more."""
     return round(ratio, 2) >= 1.0
@@ -176,7 +187,8 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
     references): how many rows are at or ahead and the range of their speed-ups, host-bound rows
     apart, then each row behind, so that a reader checks a target without reading every row.
     Host-bound rows behind are listed too (marked), but not against an eager column
-    (``spec.second`` starting with ``Eager``), which such a row beats by definition."""
+    (``spec.second`` starting with ``Eager``), which such a row beats by definition. A row behind
+    shows both columns' GPU kernel time per call where the run measured it (CUDA)."""
     lines = ["### Summary", ""]
     cases = [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
     for spec in specs:
@@ -195,7 +207,7 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
         for r in listed:
             if not _ahead(r.ratios[name]):
                 bound = f" ({HOST_BOUND_MARK})" if r.host_bound else ""
-                lines.append(f"  - {_format_ratio(r, name)} {r.label} | {r.sub_label}{bound}")
+                lines.append(f"  - {_format_ratio(r, name)} {r.label} | {r.sub_label}{bound}{_kernels(r, name)}")
     return "\n".join(lines) + "\n"
 
 

@@ -7,18 +7,9 @@ measures; the harness (``python -m perf``) does not use them.
 
 def kernel_time(fn, calls: int = 20) -> float:
     """us of GPU kernels per call (profiler): what the call costs the device, without the host."""
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+    from perf.bench import kernel_us
 
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return sum(e.time_range.elapsed_us() for e in kernels) / calls
+    return kernel_us(fn, calls)
 
 
 def interp_row(shape, dtype, memory_format, **kwargs):

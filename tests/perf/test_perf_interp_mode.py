@@ -295,7 +295,7 @@ def test_fwd_bwd_workloads_are_host_bound_below_the_empty_compiled_step():
 
 
 def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = False, backward: bool = False,
-               step_overhead_seconds: float | None = None):
+               step_overhead_seconds: float | None = None, kernel_us=lambda call: (call(), 7.5)[1]):
     """time_workload with a recording stand-in for torch.compile, so that its CUDA branch runs on CPU."""
     import torch
 
@@ -311,6 +311,7 @@ def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = 
 
     monkeypatch.setattr(bench.torch, "compile", fake_compile)
     monkeypatch.setattr(bench, "_synchronize", lambda device: None)
+    monkeypatch.setattr(bench, "kernel_us", kernel_us)  # the profiler needs CUDA
     if backward:
         x = torch.zeros(8, requires_grad=True)
         work = bench.Workload(forward, (x,), wrt=(x,), grad_outputs=(torch.ones(8),), check="allclose")
@@ -340,6 +341,7 @@ def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
                         {"fullgraph": True, "dynamic": True, "mode": "reduce-overhead"}]
     assert [result.spread[d]["n"] for d in descriptions] == [2, 2, 2]  # timed in every round
     assert sorted(result.compile_seconds) == sorted(descriptions[1:]) and not result.problems
+    assert result.kernel_us == {descriptions[0]: 7.5, descriptions[1]: 7.5}  # not under CUDA graphs
 
     result, _ = _time_fake(monkeypatch, "cuda", add_one, wrong_reduce_overhead=True)
     assert list(result.problems) == [f"Compiled reduce-overhead ({version}) PR"]
@@ -348,6 +350,16 @@ def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
         result, compiled = _time_fake(monkeypatch, device, forward)
         assert [m.task_spec.description.split(" (")[0] for m in result.measurements] == ["Eager", "Compiled"]
         assert compiled == [{"fullgraph": True, "dynamic": True}]
+        assert len(result.kernel_us) == (2 if device == "cuda" else 0)
+
+
+def test_a_cuda_row_without_a_profiler_keeps_its_times(monkeypatch, capsys):
+    def no_profiler(call):
+        raise RuntimeError("CUPTI unavailable")
+
+    result, _ = _time_fake(monkeypatch, "cuda", lambda x: x + 1, kernel_us=no_profiler)
+    assert len(result.measurements) == 3 and result.kernel_us == {}
+    assert "no kernel time for Compiled (S): RuntimeError: CUPTI unavailable" in capsys.readouterr().out
 
 
 def test_compiled_columns_are_warm_and_checked_before_their_timing(monkeypatch):

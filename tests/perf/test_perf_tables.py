@@ -348,3 +348,27 @@ def test_summary_counts_rows_ahead_and_lists_rows_behind(tmp_path):
                           "0 of 1 host-bound rows at or ahead (0.83-0.83x)")
     assert len(summary) == 6  # nothing listed against eager; no overhead row anywhere
     assert "Compiled call overhead" not in "\n".join(summary)
+
+
+def test_cuda_cells_and_rows_behind_show_their_kernel_time(tmp_path):
+    """A CUDA run's columns carry their GPU kernels' time per call (``kernel_us``): each cell
+    shows it, a row behind in the summary shows both columns', and a merge keeps the kernel time
+    of the process whose median it keeps."""
+    label, version = "Interpolate, cuda", "2.11.0"
+    paths = []
+    for tag, compiled, process in (("PR", 60e-6, 1), ("PR", 50e-6, 2), ("Nightly", 45e-6, 1)):
+        rows = [measurement(label, SUB_F32, f"Eager ({version}) {tag}", 300e-6),
+                measurement(label, SUB_F32, f"Compiled ({version}) {tag}", compiled)]
+        kernels = {(label, SUB_F32, f"Compiled ({version}) {tag}"): 40.0 + process + 3 * (tag == "Nightly"),
+                   (label, SUB_F32, f"Eager ({version}) {tag}"): 290.0}
+        paths.append(tmp_path / f"{tag}-{process}.pkl")
+        save_run(paths[-1], rows, kernel_us=kernels)
+    merge_runs(paths[:2], tmp_path / "PR.pkl")
+    runs = [load_run(tmp_path / "PR.pkl"), load_run(paths[2])]
+    compiled_pr = next(r for r in runs[0].rows if r.description.startswith("Compiled"))
+    assert compiled_pr.kernel_us == 42.0  # process 2's: its median (50 us) is the one kept
+    text = speedup.render_tables(runs, [Spec.parse(speedup.PR_VS_NIGHTLY)])
+    assert "50.00 (max +20%) (kernels 42.0 us)" in text and "(kernels 41.0 us)" not in text  # not process 1's
+    assert "(kernels x us) = the GPU kernels' time per call" in text
+    summary = text[text.index("### Summary"):].splitlines()
+    assert summary[3] == f"  - 0.90x {label} | {SUB_F32} (kernels 42.0 / 44.0 us)"
