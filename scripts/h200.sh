@@ -4,6 +4,7 @@
 #
 #   bash scripts/h200.sh tests [TIMEOUT_S]     the whole suite, CPU and CUDA variants
 #   bash scripts/h200.sh perf [PERF ARGS...]   python -m perf /tmp/perf --device cuda ARGS
+#                                              (on a machine of several GPUs add --devices 0,1,...)
 #
 # tests: every file but two runs under xdist; test_large_tensors.py (tens of GB of GPU memory
 # per test) runs beside it in one process, and test_export.py one test per process, so that a
@@ -52,7 +53,11 @@ tests)
   ;;
 perf)
   python3 -m perf /tmp/perf --device cuda "$@" 2>&1 | tee "$OUT/perf.log" | tail -40
-  cp /tmp/perf/*.md /tmp/perf/*.png /tmp/perf/*.pkl "$OUT/" 2>/dev/null
+  # The reports and each tag's (merged) pickle as files; every process's pickle and log (with
+  # --processes / --devices, dozens: more files than a device call brings back) in one archive.
+  cp /tmp/perf/*.md /tmp/perf/*.png "$OUT/" 2>/dev/null
+  find /tmp/perf -maxdepth 1 -name '*.pkl' ! -name '*-shard*' ! -name '*-process*' -exec cp {} "$OUT/" \;
+  (cd /tmp/perf && tar czf "$OUT/perf-processes.tgz" -- *-shard* *-process* 2>/dev/null)
   ;;
 *)
   echo "usage: bash scripts/h200.sh tests [TIMEOUT_S] | perf [PERF ARGS...]" >&2
