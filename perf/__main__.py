@@ -2,16 +2,15 @@
 
     python -m perf OUT_DIR [--quick] [--device auto|cpu|cuda] [--backward] [--mode ...]
 
-Runs ``python -m perf.interp_mode`` twice, each in its own process with its
-own fresh Inductor cache under OUT_DIR: first ``--tag=Nightly`` (stock torch),
-then ``--tag=PR`` (imports ``decomps``); with ``--processes N``, N such pairs, whose
-pickles are merged per tag (each column's lowest median); with ``--devices 0,1,...`` the cases
-are split into a shard per CUDA device, the shards run side by side (each its own Nightly and PR
-processes on its device, output to a log file under OUT_DIR) and their pickles merge the same
-way. Then writes the results table, the
-speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a
-PNG chart of the speed-ups, and prints the speed-up tables and their summary (rows at or
-ahead per speed-up column, and each row behind).
+Runs ``python -m perf.interp_mode`` twice, each in its own process with its own fresh Inductor
+cache under OUT_DIR: first ``--tag=Nightly`` (stock torch), then ``--tag=PR`` (imports
+``decomps``); with ``--processes N``, N such pairs, whose pickles are merged per tag (each
+column's lowest median); with ``--devices 0,1,...`` the cases are split into a shard per CUDA
+device, the shards run side by side (each its own Nightly and PR processes on its device, output
+to a log file under OUT_DIR) and their pickles merge the same way. Then writes the results
+table, the speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a PNG chart
+of the speed-ups, and prints the speed-up tables and their summary (rows at or ahead per
+speed-up column, and each row behind).
 """
 
 from __future__ import annotations
