@@ -202,7 +202,7 @@ def merge_runs(paths: list, path) -> dict:
     merged = {
         **payloads[0], "filepath": str(path), "test_results": [m for _, m, _ in best.values()],
         "device_name": ", ".join(names) or None, "shard": None,
-        "shards": len({p.get("shard") for p in payloads}),
+        "shards": len({p["shard"] for p in payloads}) if all(p.get("shard") for p in payloads) else None,
         "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
         "page_faults": from_best("page_faults"), "kernel_us": from_best("kernel_us"),
         "spread": spread, "mismatches": mismatches,

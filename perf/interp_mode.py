@@ -148,6 +148,18 @@ def assert_package_absent() -> None:
         raise SystemExit(f"ERROR: '{PACKAGE}' was imported in a Nightly run; its numbers would not be stock torch.")
 
 
+def cpu_name() -> str | None:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what ``platform`` knows, else None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def selected_call_forms(args) -> tuple[str, ...]:
     return CALL_FORMS if args.call_forms == "both" else (args.call_forms,)
 
@@ -347,7 +359,7 @@ def run(args) -> int:
           f"repeat: {args.repeat}, call forms: {args.call_forms}")
     print(f"Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}\n", flush=True)
 
-    device_name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or None
+    device_name = torch.cuda.get_device_name() if device == "cuda" else cpu_name()
     copy_gbps = None
     if device == "cuda":
         copy_gbps = bench.measure_copy_bandwidth(device, args.num_threads, COPY_MIN_RUN_TIME)

@@ -547,7 +547,9 @@ def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_
     merged = {}
     for tag in orchestrator.RUN_ORDER:
         (path,) = [p for p in tmp_path.glob(f"*-{tag}.pkl") if "-process" not in p.name]
-        merged[tag] = {r.description: r.median for r in load_run(path).rows}
+        run = load_run(path)
+        assert run.extra["processes"] == 2 and run.extra["shards"] is None  # not sharded
+        merged[tag] = {r.description: r.median for r in run.rows}
     assert merged["Nightly"]["Compiled (v) Nightly"] == pytest.approx(4e-4)
     assert merged["PR"]["Compiled (v) PR"] == pytest.approx(3e-4)
     (table,) = tmp_path.glob("*-speedup.md")
