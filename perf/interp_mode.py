@@ -12,7 +12,9 @@ Before the cases, a "Compiled call overhead" row times a one-op graph (``x + 1``
 same ``dynamic``: the host cost of a compiled call. With ``--backward`` a second row times an
 empty compiled training step (``x * 2``, fwd+bwd); fwd+bwd rows whose eager time is below it
 count as host-bound. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
-each column's lowest median.
+each column's lowest median. ``--shard I/N`` runs every N-th case from the I-th (``python -m perf
+--devices`` runs a shard per CUDA device). On CUDA each row also records its Eager and Compiled
+columns' GPU kernel time per call (``kernel_us``).
 
 Each run must use its own Inductor cache: if ``TORCHINDUCTOR_CACHE_DIR`` is
 not set, a fresh temporary one is created before torch is imported.
