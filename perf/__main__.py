@@ -25,7 +25,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from perf.cases import MODES
+from perf.cases import CALL_FORMS, MODES
 from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool, positive_int
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, alternating Nightly and PR, each in a new process; "
                              "keeps each column's lowest median")
+    parser.add_argument("--behind", nargs="+", type=Path, default=None, metavar="PICKLE",
+                        help="time only the rows that the report of these pickles (a run's PR and Nightly "
+                             "pickles) lists as behind, e.g. again with --processes")
     parser.add_argument("--devices", type=parse_devices, default=None,
                         help="CUDA devices to spread the cases over, e.g. 0,1,2,3: a shard of the cases per "
                              "device, run side by side; every row's columns come from one device")
     args = parser.parse_args(argv)
+    if args.behind and args.filter:
+        parser.error("--behind selects the rows itself; it takes no --filter")
     if args.devices and (args.device == "cpu" or args.device == "auto" and not _has_cuda()):
         parser.error("--devices spreads CUDA runs; this machine has no CUDA device" if args.device == "auto"
                      else "--devices spreads CUDA runs; it needs --device cuda or auto")
@@ -65,6 +70,32 @@ def _has_cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def behind_filter(pickles: list[Path], args: argparse.Namespace) -> str:
+    """A ``--filter`` that matches exactly the cases of this run's matrix whose rows the report of
+    ``pickles`` lists as behind (``perf.speedup.rows_behind``, every compare of the report)."""
+    import re
+
+    from perf import speedup
+    from perf._pickles import load_run
+    from perf.cases import make_cases
+    from perf.results_table import merged_rows
+
+    runs = [load_run(p) for p in pickles]
+    specs = [speedup.Spec.parse(c) for c in speedup.REPORT_COMPARES]
+    rows = speedup.compute_speedups(merged_rows(runs), specs)
+    behind = {(r.label, r.sub_label) for listed in speedup.rows_behind(rows, specs).values() for r in listed}
+    device = next((run.extra["device"] for run in runs if run.extra.get("device")), None)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    forms = CALL_FORMS if args.call_forms == "both" else (args.call_forms,)
+    cases = make_cases(device or ("cuda" if _has_cuda() else "cpu"), quick=args.quick, modes=modes,
+                       backward=args.backward, call_forms=forms)
+    names = [c.name for c in cases if (c.label, c.sub_label) in behind]
+    if not names:
+        raise SystemExit(f"ERROR: no row of this run's matrix is behind in {', '.join(map(str, pickles))}")
+    print(f"--behind: {len(names)} rows behind in {', '.join(p.name for p in pickles)}", flush=True)
+    return "^(" + "|".join(map(re.escape, names)) + ")$"
 
 
 def parse_devices(text: str) -> list[int]:
@@ -202,6 +233,8 @@ def write_reports(runs: dict, out_dir: Path, stem: str) -> tuple[list[Path], str
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.behind:
+        args.filter = behind_filter(args.behind, args)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     modes = MODES if args.mode == "both" else (args.mode,)
     stem = f"{datetime.now():%Y%m%d-%H%M%S}-upsample-{'-'.join(modes)}"

@@ -182,15 +182,32 @@ def _ahead(ratio: float) -> bool:
     return round(ratio, 2) >= 1.0
 
 
+def _listed(spec: Spec, row: SpeedupRow) -> bool:
+    """Whether the summary lists ``row`` against ``spec`` when behind: not a host-bound row
+    against an eager column (``spec.second`` starting with ``Eager``), which such a row loses by
+    definition."""
+    return not (row.host_bound and spec.second.startswith("Eager"))
+
+
+def rows_behind(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> dict[str, list[SpeedupRow]]:
+    """Per compare, the rows the summary lists as behind: every table but the compiled call
+    overhead rows, a speed-up that rounds below 1.00x."""
+    cases = [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
+    return {spec.name: [r for r in cases
+                        if spec.name in r.ratios and _listed(spec, r) and not _ahead(r.ratios[spec.name])]
+            for spec in specs}
+
+
 def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str:
     """Per compare, over every table but the compiled call overhead rows (empty graphs, the
     references): how many rows are at or ahead and the range of their speed-ups, host-bound rows
-    apart, then each row behind, so that a reader checks a target without reading every row.
-    Host-bound rows behind are listed too (marked), but not against an eager column
-    (``spec.second`` starting with ``Eager``), which such a row beats by definition. A row behind
-    shows both columns' GPU kernel time per call where the run measured it (CUDA)."""
+    apart, then each row behind (``rows_behind``), so that a reader checks a target without
+    reading every row. Host-bound rows behind are listed too (marked), but not against an eager
+    column, which such a row loses by definition. A row behind shows both columns' GPU kernel
+    time per call where the run measured it (CUDA)."""
     lines = ["### Summary", ""]
     cases = [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
+    behind = rows_behind(speedups, specs)
     for spec in specs:
         name = spec.name
         rows = [r for r in cases if name in r.ratios]
@@ -203,11 +220,9 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
                 ahead = sum(map(_ahead, group))
                 counts.append(f"{ahead} of {len(group)} {kind} at or ahead ({min(group):.2f}-{max(group):.2f}x)")
         lines.append(f"- {name}: " + "; ".join(counts))
-        listed = [r for r in rows if not (r.host_bound and spec.second.startswith("Eager"))]
-        for r in listed:
-            if not _ahead(r.ratios[name]):
-                bound = f" ({HOST_BOUND_MARK})" if r.host_bound else ""
-                lines.append(f"  - {_format_ratio(r, name)} {r.label} | {r.sub_label}{bound}{_kernels(r, name)}")
+        for r in behind[name]:
+            bound = f" ({HOST_BOUND_MARK})" if r.host_bound else ""
+            lines.append(f"  - {_format_ratio(r, name)} {r.label} | {r.sub_label}{bound}{_kernels(r, name)}")
     return "\n".join(lines) + "\n"
 
 

@@ -600,6 +600,38 @@ def test_each_shard_times_on_its_own_cpus():
     assert orchestrator.shard_cpus([0, 1], (2, 4)) == [0, 1]  # fewer CPUs than shards: all of them
 
 
+def test_behind_times_only_the_rows_a_report_lists_as_behind(monkeypatch, tmp_path):
+    """``--behind PR.pkl NIGHTLY.pkl``: the cases of the run's matrix whose rows that report lists
+    as behind (a host-bound row behind eager is not listed), and no others."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf._pickles import save_run
+
+    cases = [c for c in make_cases("cpu", quick=True) if c.kind == "interp"][:3]
+    # per case: (eager, PR, Nightly) seconds: behind Nightly; ahead of both; host-bound, behind eager only
+    times = {cases[0]: (1e-3, 6e-4, 5e-4), cases[1]: (1e-3, 4e-4, 5e-4), cases[2]: (50e-6, 60e-6, 70e-6)}
+    pickles = []
+    for tag, column in (("PR", 1), ("Nightly", 2)):
+        rows = [Measurement(1, [t[kind_index]], TaskSpec("fn(x)", "", label=c.label, sub_label=c.sub_label,
+                                                          description=f"{kind} (v) {tag}"))
+                for c, t in times.items() for kind, kind_index in (("Eager", 0), ("Compiled", column))]
+        pickles.append(tmp_path / f"{tag}.pkl")
+        save_run(pickles[-1], rows, tag=tag, device="cpu")
+    filters = []
+
+    def fake_run_tag(tag, args, stem, shard=None, device=None):
+        filters.append(args.filter)
+        return None, 0
+
+    monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
+    orchestrator.main([str(tmp_path / "again"), "--device=cpu", "--quick", "--behind", *map(str, pickles)])
+    assert len(filters) == 2 and filters[0] == filters[1]
+    matched = [c.name for c in make_cases("cpu", quick=True) if re.search(filters[0], c.name)]
+    assert matched == [cases[0].name]
+    with pytest.raises(SystemExit):
+        orchestrator.parse_args(["out", "--behind", str(pickles[0]), "--filter", "x"])
+
+
 def test_devices_need_cuda():
     with pytest.raises(SystemExit):
         orchestrator.parse_args(["out", "--device=cpu", "--devices=0,1"])
