@@ -25,7 +25,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from perf.cases import CALL_FORMS, MODES
+from perf.cases import MODES
 from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool, positive_int
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ def behind_filter(pickles: list[Path], args: argparse.Namespace) -> str:
 
     from perf import speedup
     from perf._pickles import load_run
-    from perf.cases import make_cases
+    from perf.interp_mode import select_cases
     from perf.results_table import merged_rows
 
     runs = [load_run(p) for p in pickles]
@@ -87,10 +87,7 @@ def behind_filter(pickles: list[Path], args: argparse.Namespace) -> str:
     rows = speedup.compute_speedups(merged_rows(runs), specs)
     behind = {(r.label, r.sub_label) for listed in speedup.rows_behind(rows, specs).values() for r in listed}
     device = next((run.extra["device"] for run in runs if run.extra.get("device")), None)
-    modes = MODES if args.mode == "both" else (args.mode,)
-    forms = CALL_FORMS if args.call_forms == "both" else (args.call_forms,)
-    cases = make_cases(device or ("cuda" if _has_cuda() else "cpu"), quick=args.quick, modes=modes,
-                       backward=args.backward, call_forms=forms)
+    _, cases = select_cases(args, device or ("cuda" if _has_cuda() else "cpu"))  # args.filter is unset
     names = [c.name for c in cases if (c.label, c.sub_label) in behind]
     if not names:
         raise SystemExit(f"ERROR: no row of this run's matrix is behind in {', '.join(map(str, pickles))}")

@@ -304,14 +304,17 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     eager = work.runner(work.forward)
     result = CaseResult([])
 
+    def description(kind: str) -> str:
+        return f"{kind} ({torch.__version__}) {tag}"
+
     def compiled_column(kind: str, **options) -> Callable:
-        description = f"{kind} ({torch.__version__}) {tag}"
+        column = description(kind)
         fn = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic, **options))
         expected = eager(*work.args)
         start = time.perf_counter()
         actual = fn(*work.args)
         _synchronize(device)
-        result.compile_seconds[description] = time.perf_counter() - start
+        result.compile_seconds[column] = time.perf_counter() - start
         # checked before the next call: under CUDA graphs a replay overwrites the last outputs
         problem = compare_results(actual, expected, work.check, dtype)
         for _ in range(WARM_UP_CALLS - 1):
@@ -319,7 +322,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
         _synchronize(device)
         problem = problem or compare_results(actual, expected, work.check, dtype)
         if problem:
-            result.problems[description] = problem
+            result.problems[column] = problem
         return fn
 
     columns = {"Eager": eager, "Compiled": compiled_column("Compiled")}
@@ -327,7 +330,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     faults: dict[str, list] = {}  # CPU columns: minor page faults per call, per round
 
     def time_column(kind: str) -> None:
-        timer = _timer(columns[kind], work.args, label, sub_label, f"{kind} ({torch.__version__}) {tag}",
+        timer = _timer(columns[kind], work.args, label, sub_label, description(kind),
                        num_threads)
         # pages the allocator gave back and the calls touched again: they can decide a CPU row
         before = _minor_faults() if device == "cpu" else None
@@ -348,7 +351,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
         for kind in ("Eager", "Compiled"):
             fn = columns[kind]
             try:
-                result.kernel_us[f"{kind} ({torch.__version__}) {tag}"] = kernel_us(lambda: fn(*work.args))
+                result.kernel_us[description(kind)] = kernel_us(lambda: fn(*work.args))
             except Exception as e:  # a profiler that cannot run costs the cell its kernel time only
                 print(f"no kernel time for {kind} ({sub_label}): {type(e).__name__}: {e}", flush=True)
     for kind, measurements in rounds.items():

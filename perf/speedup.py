@@ -189,11 +189,15 @@ def _listed(spec: Spec, row: SpeedupRow) -> bool:
     return not (row.host_bound and spec.second.startswith("Eager"))
 
 
+def _case_rows(speedups: Sequence[SpeedupRow]) -> list[SpeedupRow]:
+    """Every row but the compiled call overhead rows (empty graphs, the references)."""
+    return [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
+
+
 def rows_behind(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> dict[str, list[SpeedupRow]]:
-    """Per compare, the rows the summary lists as behind: every table but the compiled call
-    overhead rows, a speed-up that rounds below 1.00x."""
-    cases = [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
-    return {spec.name: [r for r in cases
+    """Per compare, the rows the summary lists as behind (``_case_rows``): a speed-up that rounds
+    below 1.00x."""
+    return {spec.name: [r for r in _case_rows(speedups)
                         if spec.name in r.ratios and _listed(spec, r) and not _ahead(r.ratios[spec.name])]
             for spec in specs}
 
@@ -206,7 +210,7 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
     column, which such a row loses by definition. A row behind shows both columns' GPU kernel
     time per call where the run measured it (CUDA)."""
     lines = ["### Summary", ""]
-    cases = [r for r in speedups if not r.label.startswith(OVERHEAD_LABEL)]
+    cases = _case_rows(speedups)
     behind = rows_behind(speedups, specs)
     for spec in specs:
         name = spec.name
