@@ -91,19 +91,23 @@ def probe_main(name: str, rows, argv=None) -> int:
 def cpu_rows(name: str, out_dir, threads, rows, measure) -> int:
     """``main``'s loop of a CPU probe: ``measure(n, *row)`` for each thread count ``n`` and row,
     printed as it comes; all records go to ``OUT_DIR/NAME.json``, and the process's thread count
-    is restored."""
+    is restored. The compile caches are off meanwhile: their keys do not see the switches the
+    probes flip (a graph compiled under one would be served under another)."""
     import json
 
     import torch
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
 
     out_dir.mkdir(parents=True, exist_ok=True)
     records = []
     threads_before = torch.get_num_threads()
     try:
-        for n in threads:
-            for row in rows:
-                records.append(measure(n, *row))
-                print(json.dumps(records[-1]), flush=True)
+        with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
+            for n in threads:
+                for row in rows:
+                    records.append(measure(n, *row))
+                    print(json.dumps(records[-1]), flush=True)
     finally:
         torch.set_num_threads(threads_before)
     (out_dir / f"{name}.json").write_text(json.dumps(records, indent=1))

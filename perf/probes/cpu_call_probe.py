@@ -2,9 +2,10 @@
 finding 3, "the compiled call's own time").
 
 Usage: ``python -m perf.probes.cpu_call_probe OUT_DIR [--stock] [--threads 1 2] [--rounds R] [--calls C] [--bounds]
-[--call-forms symbolic literal]``
+[--call-forms symbolic literal] [--rows 500x400 1200x1300]``
 
-For each row (f32, contiguous, ``dynamic=True``), mode, call form (``symbolic``: ``size`` through
+For each row (``ROWS``: (1,3,500,400)->(256,256), the default, and (1,3,1200,1300)->(200,300); f32,
+contiguous, ``dynamic=True``), mode, call form (``symbolic``: ``size`` through
 a kwargs dict as the harness passes it, the default; ``literal``: the size written as constants,
 as in the harness's ``size:literal`` rows) and thread count, interleaved rounds of ``C`` calls per column, us per
 call:
@@ -17,9 +18,10 @@ call:
 * ``eager``: eager's call;
 * with ``--bounds``, ``compiled, gather's bytes only``: the call with each kernel rebuilt from
   its source with every vector gather of the package (``lowerings/cpu_gathers``) replaced by two
-  unmasked loads from its first lane's element, added (``gather_bytes_only``): the cache lines
-  the gather reads, and at most one more per input row, with no index work. Not the result; a
-  bound from below on any kernel with ordinary loads and stores in that call. The input lies in a
+  unmasked loads from its first lane's element, added (``gather_bytes_only``): where a vector's
+  lanes span at most 32 inputs, the cache lines the gather reads, and at most one more per input
+  row, with no index work; where they span more (downsampling by more than about 2), fewer. Not
+  the result; a bound from below on any kernel with ordinary loads and stores in that call. The input lies in a
   larger buffer, so the loads past its end stay in memory the process owns.
 
 ``--stock`` measures stock Inductor (``decomps.uninstall()`` first; a graph compiled in one
@@ -45,7 +47,7 @@ import decomps
 from perf.bench import literal_interpolate
 from perf.probes import compiled_graphs, cpu_rows
 
-ROWS = [((1, 3, 500, 400), (256, 256))]
+ROWS = {"500x400": ((1, 3, 500, 400), (256, 256)), "1200x1300": ((1, 3, 1200, 1300), (200, 300))}
 MODES = ("nearest", "nearest-exact")
 
 
@@ -167,10 +169,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--call-forms", nargs="+", choices=("symbolic", "literal"), default=["symbolic"])
+    parser.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=["500x400"],
+                        help="inputs (ROWS): (1,3,500,400)->(256,256), (1,3,1200,1300)->(200,300)")
     parser.add_argument("--bounds", action="store_true",
                         help="also the call with its vector gathers reduced to their memory traffic")
     args = parser.parse_args(argv)
-    rows = [(shape, size, mode, form) for shape, size in ROWS for mode in MODES for form in args.call_forms]
+    rows = [(shape, size, mode, form) for shape, size in map(ROWS.get, args.rows) for mode in MODES for form in args.call_forms]
     if args.stock:
         decomps.uninstall()
     try:

@@ -122,14 +122,10 @@ def main(argv=None) -> int:
                         choices=("contiguous_format", "channels_last"))
     args = parser.parse_args(argv)
     import decomps  # noqa: F401  (installs the decompositions)
-    from torch._functorch import config as functorch_config
-    from torch._inductor import config as inductor_config
-
     from perf.probes import cpu_rows
 
-    with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
-        return cpu_rows("gather_choice_probe", args.out_dir, [args.num_threads], list(rows(args.dtypes, args.layouts)),
-                        lambda n, *row: _measure_at(n, *row, args.rounds, args.calls))
+    return cpu_rows("gather_choice_probe", args.out_dir, [args.num_threads], list(rows(args.dtypes, args.layouts)),
+                    lambda n, *row: _measure_at(n, *row, args.rounds, args.calls))
 
 
 def _measure_at(threads: int, *row) -> dict:

@@ -189,9 +189,9 @@ def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
 
     threads = torch.get_num_threads()
     with pytest.MonkeyPatch.context() as patch, generated_gathers():
-        patch.setattr(cpu_call_probe, "ROWS", [((1, 2, 50, 40), (26, 26))])
+        patch.setattr(cpu_call_probe, "ROWS", {"small": ((1, 2, 50, 40), (26, 26)), "other": ((1, 2, 30, 20), (9, 9))})
         patch.setattr(cpu_call_probe, "MODES", ("nearest-exact",))
-        for flags in (["--bounds", "--call-forms", "symbolic", "literal"], ["--stock"]):
+        for flags in (["--bounds", "--call-forms", "symbolic", "literal", "--rows", "small"], ["--stock", "--rows", "small"]):
             args = [str(tmp_path), "--threads", "1", "--rounds", "2", "--calls", "5", *flags]
             assert cpu_call_probe.main(args) == 0
             assert decomps.is_installed()
@@ -200,6 +200,7 @@ def test_cpu_call_probe_splits_the_call_into_kernels_and_the_rest(tmp_path):
                for name, tag in (("cpu_call_probe", "package"), ("cpu_call_probe-stock", "stock"))}
     assert [r["form"] for r in records["package"]] == ["symbolic", "literal"]
     assert [r["form"] for r in records["stock"]] == ["symbolic"]
+    assert {tuple(r["shape"]) for rs in records.values() for r in rs} == {(1, 2, 50, 40)}
     for tag, record in [(tag, r) for tag, rs in records.items() for r in rs]:
         assert record["tag"] == tag and record["threads"] == 1 and record["mode"] == "nearest-exact"
         us = record["us, median of rounds"]
