@@ -177,6 +177,19 @@ def _kernels(row: SpeedupRow, name: str) -> str:
     return f" (kernels {first.kernel_us:.1f} / {second.kernel_us:.1f} us)"
 
 
+# A's kernels count as no longer than B's up to this fraction over them (the profiler's spread).
+KERNEL_TIE = 0.01
+
+
+def _behind_in_host_time(row: SpeedupRow, name: str) -> bool | None:
+    """Whether a row's A column runs its kernels in at most B's kernel time (``KERNEL_TIE``), so
+    that its call is behind in host time; None where a column's kernel time was not measured."""
+    first, second = row.pairs[name]
+    if first.kernel_us is None or second.kernel_us is None:
+        return None
+    return first.kernel_us <= second.kernel_us * (1 + KERNEL_TIE)
+
+
 def _ahead(ratio: float) -> bool:
     """At or ahead as the tables print it: a speed-up that rounds to 1.00x or more."""
     return round(ratio, 2) >= 1.0
@@ -208,7 +221,8 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
     apart, then each row behind (``rows_behind``), so that a reader checks a target without
     reading every row. Host-bound rows behind are listed too (marked), but not against an eager
     column, which such a row loses by definition. A row behind shows both columns' GPU kernel
-    time per call where the run measured it (CUDA)."""
+    time per call where the run measured it (CUDA), and the compare's line counts the rows behind
+    whose A kernels take no longer than B's (``_behind_in_host_time``)."""
     lines = ["### Summary", ""]
     cases = _case_rows(speedups)
     behind = rows_behind(speedups, specs)
@@ -223,6 +237,10 @@ def render_summary(speedups: Sequence[SpeedupRow], specs: Sequence[Spec]) -> str
             if group:
                 ahead = sum(map(_ahead, group))
                 counts.append(f"{ahead} of {len(group)} {kind} at or ahead ({min(group):.2f}-{max(group):.2f}x)")
+        timed = [host for host in (_behind_in_host_time(r, name) for r in behind[name]) if host is not None]
+        if timed:
+            counts.append(f"of the {len(timed)} rows behind with both kernel times, {sum(timed)} with A's kernels "
+                          f"no longer than B's (+{KERNEL_TIE:.0%}): behind in host time")
         lines.append(f"- {name}: " + "; ".join(counts))
         for r in behind[name]:
             bound = f" ({HOST_BOUND_MARK})" if r.host_bound else ""

@@ -372,3 +372,27 @@ def test_cuda_cells_and_rows_behind_show_their_kernel_time(tmp_path):
     assert "(kernels x us) = the GPU kernels' time per call" in text
     summary = text[text.index("### Summary"):].splitlines()
     assert summary[3] == f"  - 0.90x {label} | {SUB_F32} (kernels 42.0 / 44.0 us)"
+    assert summary[2].endswith("; of the 1 rows behind with both kernel times, 1 with A's kernels no longer "
+                               "than B's (+1%): behind in host time")
+
+
+def test_the_summary_counts_rows_behind_in_host_time(tmp_path):
+    """A row behind whose A kernels take longer than B's (over ``KERNEL_TIE``) is not counted as
+    behind in host time; one within the tie is; one without kernel times is left out."""
+    label, version = "Interpolate, cuda", "2.11.0"
+    sub_1d = "Input (16, 64, 16000), torch.float32, torch.contiguous_format | mode: nearest, align_corners: None"
+    runs = []
+    for tag, compiled in (("PR", 50e-6), ("Nightly", 45e-6)):
+        rows = [measurement(label, sub, f"{kind} ({version}) {tag}", seconds)
+                for sub in (SUB_F32, SUB_2D, sub_1d)
+                for kind, seconds in (("Eager", 300e-6), ("Compiled", compiled))]
+        pr = tag == "PR"
+        kernels = {(label, SUB_F32, f"Compiled ({version}) {tag}"): 44.4 if pr else 44.0,  # within 1%
+                   (label, SUB_2D, f"Compiled ({version}) {tag}"): 44.5 if pr else 44.0}  # over 1%
+        save_run(tmp_path / f"{tag}.pkl", rows, kernel_us=kernels)
+        runs.append(load_run(tmp_path / f"{tag}.pkl"))
+    text = speedup.render_tables(runs, [Spec.parse(speedup.PR_VS_NIGHTLY)])
+    summary = text[text.index("### Summary"):].splitlines()
+    assert summary[2].endswith("; of the 2 rows behind with both kernel times, 1 with A's kernels no longer "
+                               "than B's (+1%): behind in host time")
+    assert len([line for line in summary if line.startswith("  - 0.90x")]) == 3
