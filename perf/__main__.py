@@ -7,7 +7,9 @@ cache under OUT_DIR: first ``--tag=Nightly`` (stock torch), then ``--tag=PR`` (i
 ``decomps``); with ``--processes N``, N such pairs, whose pickles are merged per tag (each
 column's lowest median); with ``--devices 0,1,...`` the cases are split into a shard per CUDA
 device, the shards run side by side (each its own Nightly and PR processes on its device, output
-to a log file under OUT_DIR) and their pickles merge the same way. Then writes the results
+to a log file under OUT_DIR) and their pickles merge the same way; with ``--time-limit SECONDS``
+no process starts a case after that time (each taking an equal share of what is left when it
+starts), and the reports cover the cases that ran. Then writes the results
 table, the speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a PNG chart
 of the speed-ups, and prints the speed-up tables and their summary (rows at or ahead per
 speed-up column, and each row behind).
@@ -57,9 +59,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--devices", type=parse_devices, default=None,
                         help="CUDA devices to spread the cases over, e.g. 0,1,2,3: a shard of the cases per "
                              "device, run side by side; every row's columns come from one device")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="start no case later than SECONDS after the start, each process taking an equal "
+                             "share of the time left when it starts; the reports cover the cases run")
     args = parser.parse_args(argv)
     if args.behind and args.filter:
         parser.error("--behind selects the rows itself; it takes no --filter")
+    if args.time_limit is not None and args.time_limit <= 0:
+        parser.error("--time-limit takes a positive number of seconds")
     if args.devices and (args.device == "cpu" or args.device == "auto" and not _has_cuda()):
         parser.error("--devices spreads CUDA runs; this machine has no CUDA device" if args.device == "auto"
                      else "--devices spreads CUDA runs; it needs --device cuda or auto")
@@ -107,7 +114,7 @@ def parse_devices(text: str) -> list[int]:
 
 
 def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
-                  shard: tuple[int, int] | None = None) -> list[str]:
+                  shard: tuple[int, int] | None = None, stop_after: float | None = None) -> list[str]:
     command = [sys.executable, "-m", "perf.interp_mode", str(args.out_dir), f"--tag={tag}",
                f"--mode={args.mode}", f"--device={args.device}", f"--num-threads={args.num_threads}",
                f"--dynamic={args.dynamic}", f"--call-forms={args.call_forms}", f"--repeat={args.repeat}",
@@ -119,6 +126,8 @@ def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
         command.append(f"--filter={args.filter}")
     if shard is not None:
         command.append(f"--shard={shard[0]}/{shard[1]}")
+    if stop_after is not None:
+        command.append(f"--stop-after={stop_after:.1f}")
     return command
 
 
@@ -145,13 +154,15 @@ def failure_message(tag: str, rc: int) -> str | None:
 
 
 def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int] | None = None,
-            device: int | None = None) -> tuple[Path | None, int]:
+            device: int | None = None, stop_after: float | None = None) -> tuple[Path | None, int]:
     """One benchmark process; returns its pickle (None if it wrote none) and exit status.
     ``stem`` names the pickle ``<stem>-<tag>.pkl`` and its private cache. A shard's process runs
-    on ``device`` alone and writes its output to ``<stem>-<tag>.log``."""
+    on ``device`` alone and writes its output to ``<stem>-<tag>.log``. ``stop_after``: the seconds
+    after which the process starts no case (None: no limit)."""
     out_dir = args.out_dir.resolve()
     pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
-    command, env = child_command(tag, args, pickle_path.name, shard), child_env(cache_dir, device)
+    command = child_command(tag, args, pickle_path.name, shard, stop_after)
+    env = child_env(cache_dir, device)
     if shard is None:
         print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
         rc = subprocess.call(command, cwd=REPO_ROOT, env=env)
@@ -184,18 +195,30 @@ def run_stem(stem: str, args: argparse.Namespace, shard: int | None, process: in
     return stem if args.processes == 1 else f"{stem}-process{process}"
 
 
-def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None) -> tuple[dict, list]:
+def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None,
+                  deadline: float | None = None) -> tuple[dict, list]:
     """``args.processes`` pairs of runs, alternating Nightly and PR, of every case or of one shard
-    (1-based, of ``args.devices``); returns each tag's pickles and the exit statuses."""
+    (1-based, of ``args.devices``); returns each tag's pickles and the exit statuses. With a
+    ``deadline`` (``time.monotonic()``), each process may start cases for an equal share of the
+    time left when it starts, so that both tags of a pair reach about the same cases, and no
+    process starts after it."""
     runs, statuses = {tag: [] for tag in RUN_ORDER}, []
     of_shard = None if shard is None else (shard, len(args.devices))
     device = None if shard is None else args.devices[shard - 1]
-    for i in range(1, args.processes + 1):
-        for tag in RUN_ORDER:
-            path, rc = run_tag(tag, args, run_stem(stem, args, shard, i), of_shard, device)
-            statuses.append(rc)
-            if path is not None:
-                runs[tag].append(path)
+    order = [(i, tag) for i in range(1, args.processes + 1) for tag in RUN_ORDER]
+    for n, (i, tag) in enumerate(order):
+        stop_after = None
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                print(f"Time limit: {len(order) - n} process(es) not started"
+                      + (f" (shard {shard}/{len(args.devices)})" if shard else ""), file=sys.stderr)
+                break
+            stop_after = left / (len(order) - n)
+        path, rc = run_tag(tag, args, run_stem(stem, args, shard, i), of_shard, device, stop_after)
+        statuses.append(rc)
+        if path is not None:
+            runs[tag].append(path)
     return runs, statuses
 
 
@@ -236,11 +259,13 @@ def main(argv=None) -> int:
     modes = MODES if args.mode == "both" else (args.mode,)
     stem = f"{datetime.now():%Y%m%d-%H%M%S}-upsample-{'-'.join(modes)}"
     start = time.perf_counter()
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     if args.devices:
         with ThreadPoolExecutor(len(args.devices)) as pool:
-            shards = list(pool.map(partial(run_processes, args, stem), range(1, len(args.devices) + 1)))
+            shards = list(pool.map(partial(run_processes, args, stem, deadline=deadline),
+                                   range(1, len(args.devices) + 1)))
     else:
-        shards = [run_processes(args, stem)]
+        shards = [run_processes(args, stem, deadline=deadline)]
     runs = {tag: [p for shard_runs, _ in shards for p in shard_runs[tag]] for tag in RUN_ORDER}
     statuses = [rc for _, shard_statuses in shards for rc in shard_statuses]
 

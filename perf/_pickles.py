@@ -8,8 +8,8 @@ keys, all keyed by ``(label, sub_label, description)`` where relevant:
 ``page_faults``, ``kernel_us``, ``copy_bandwidth_gbps``, ``compiled_call_overhead_us``,
 ``compiled_step_overhead_us``, ``tag``, ``device``, ``dynamic``, ``repeat``, ``call_forms``,
 ``package``, ``device_name`` (the GPU's or CPU's name), ``shard`` (``(I, N)`` of a run of one
-shard of the cases), and ``processes`` and ``shards`` in a pickle that ``merge_runs`` made from
-several runs of one tag.
+shard of the cases), ``cases_left`` (cases a time limit left unstarted), and ``processes`` and
+``shards`` in a pickle that ``merge_runs`` made from several runs of one tag.
 
 Readers accept pickles written by the seed scripts and by other torch
 versions: only ``.median`` (or the raw times) and the task spec's labels are
@@ -166,7 +166,8 @@ def merge_runs(paths: list, path) -> dict:
     (and their repeats). A mismatch or error in any run is kept. The empty-call overheads are the
     runs' lowest, like the columns. ``processes`` is how many runs timed a column, the most common
     count (every run times the empty-call rows, only some a reduce-overhead column); ``shards``
-    the number of distinct shards. A process's state can decide a CPU row: the same kernel timed
+    the number of distinct shards; ``cases_left`` the runs' unstarted cases, summed. A process's
+    state can decide a CPU row: the same kernel timed
     345 us in one process and 570 us in another on a 2-core machine (docs/runs/README.md, "CPU").
     """
     payloads = []
@@ -210,6 +211,7 @@ def merge_runs(paths: list, path) -> dict:
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),
         "compiled_step_overhead_us": lowest("compiled_step_overhead_us"),
         "processes": Counter(timed.values()).most_common(1)[0][0] if timed else 0,
+        "cases_left": sum(p.get("cases_left") or 0 for p in payloads),
     }
     _write(path, merged)
     return merged

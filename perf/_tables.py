@@ -111,6 +111,8 @@ def runs_header(runs: Sequence[Run]) -> str:
             facts.append(f"compiled fwd+bwd step overhead {run.extra['compiled_step_overhead_us']:.1f} us")
         if run.copy_bandwidth_gbps:
             facts.append(f"device-to-device copy {run.copy_bandwidth_gbps:.0f} GB/s")
+        if run.extra.get("cases_left"):
+            facts.append(f"**{run.extra['cases_left']} cases not started** (time limit)")
         parts.append(f"- `{run.path.name}`: " + ", ".join(facts))
         if run.extra.get("package"):
             parts.append(f"  - package: {run.extra['package']}")

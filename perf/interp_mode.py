@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
     parser.add_argument("--shard", type=parse_shard, default=None,
                         help="I/N: only the I-th of N shards of the cases (every N-th case from the I-th)")
+    parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
+                        help="start no case later than SECONDS after this process started")
     return parser
 
 
@@ -223,6 +225,7 @@ class Collected:
     errors: list = field(default_factory=list)
     compiled_call_overhead_us: float | None = None
     compiled_step_overhead_us: float | None = None
+    cases_left: int = 0  # not started: the process's time limit (--stop-after)
 
     def add(self, result) -> None:
         self.test_results += result.measurements
@@ -255,7 +258,7 @@ class Collected:
                 "compile_seconds": self.compile_seconds, "spread": self.spread, "page_faults": self.page_faults,
                 "kernel_us": self.kernel_us,
                 "compiled_call_overhead_us": self.compiled_call_overhead_us,
-                "compiled_step_overhead_us": self.compiled_step_overhead_us}
+                "compiled_step_overhead_us": self.compiled_step_overhead_us, "cases_left": self.cases_left}
 
 
 def _compiled_median_us(result) -> float:
@@ -286,12 +289,14 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
 
 def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None,
               save=lambda collected: None, collected: Collected | None = None,
-              step_overhead_seconds: float | None = None) -> Collected:
+              step_overhead_seconds: float | None = None, deadline: float | None = None) -> Collected:
     """Run every case, printing one progress line each; failures are recorded, not raised.
 
     ``save(collected)`` runs after each case, so that a run stopped early (a time limit) keeps the
     cases it finished. ``step_overhead_seconds`` (the run's empty compiled fwd+bwd step, None if
     not measured) is the host-bound threshold of fwd+bwd rows (``bench.workload_host_bound_seconds``).
+    No case starts at or after ``deadline`` (``time.perf_counter()``; None: no limit): the cases
+    left are counted in ``collected.cases_left``.
     """
     import torch
 
@@ -300,6 +305,10 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
     collected = Collected() if collected is None else collected
     start = time.perf_counter()
     for i, case in enumerate(cases, 1):
+        if deadline is not None and time.perf_counter() >= deadline:
+            collected.cases_left = len(cases) - i + 1
+            print(f"Time limit: {collected.cases_left} of {len(cases)} cases not started", flush=True)
+            break
         try:
             result = bench.run_case(case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
                                     min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
@@ -375,13 +384,15 @@ def run(args) -> int:
 
     collected = Collected()
     measure_overheads(args, device, min_run_time, collected)
+    deadline = None if args.stop_after is None else start + args.stop_after
     collected = run_cases(cases, args, device, min_run_time, copy_gbps, save, collected,
-                          step_overhead_seconds=collected.step_overhead_seconds())
+                          step_overhead_seconds=collected.step_overhead_seconds(), deadline=deadline)
     if args.tag == "Nightly":
         assert_package_absent()
     save(collected)
     print("\n" + render([load_run(path)]))
-    print(f"Wrote {path} ({len(cases)} cases in {time.perf_counter() - start:.1f}s)")
+    print(f"Wrote {path} ({len(cases) - collected.cases_left} of {len(cases)} cases in "
+          f"{time.perf_counter() - start:.1f}s)")
     if collected.mismatches or collected.errors:
         print(f"!!!!! {len(collected.mismatches)} mismatching and {len(collected.errors)} failed case(s); "
               "see 'Problems' above.", file=sys.stderr)

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 import argparse
+import itertools
 from argparse import Namespace
 from pathlib import Path
 
@@ -452,6 +453,66 @@ def test_run_cases_passes_the_step_overhead_to_every_case(monkeypatch):
     assert seen == [6e-4, 6e-4, None, None]
 
 
+def test_run_cases_starts_no_case_after_its_deadline(monkeypatch):
+    """``deadline``: the cases started before it run to the end; the rest are counted, not run."""
+    from perf import bench
+
+    cases = make_cases("cpu", quick=True, modes=("nearest",))[:3]
+    clock = itertools.count(0.0, 10.0)  # 10 s per reading
+    monkeypatch.setattr(interp_mode.time, "perf_counter", lambda: next(clock))
+    ran = []
+
+    def fake_run_case(case, tag, **kwargs):
+        ran.append(case)
+        return bench.CaseResult([_measurement(1e-6, f"{kind} (x) PR") for kind in ("Eager", "Compiled")])
+
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1)
+    collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
+    # start 0; case 1 checked at 10 (runs, progress line at 20), case 2 at 30: past 25
+    assert ran == cases[:1] and collected.cases_left == 2
+    assert collected.pickle_keys()["cases_left"] == 2
+    assert interp_mode.run_cases(cases, args, "cpu", 0.01, None).cases_left == 0
+
+
+def test_time_limit_shares_the_time_left_among_the_processes_left(monkeypatch, tmp_path):
+    """``--time-limit``: each process gets the time left divided by the processes left in its
+    shard's sequence, as ``--stop-after``; none starts once it has passed; the merged pickle counts
+    the cases its runs left, and the report names them."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf._pickles import load_run, save_run
+
+    clock = [1000.0]
+    monkeypatch.setattr(orchestrator.time, "monotonic", lambda: clock[0])
+    shares = []
+
+    def fake_run_tag(tag, args, stem, shard=None, device=None, stop_after=None):
+        shares.append((tag, stop_after))
+        clock[0] += 30.0  # each process takes 30 s
+        path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
+        results = [Measurement(1, [seconds], TaskSpec("fn(x)", "", label="Interpolate, cpu", sub_label="Input (1,)",
+                                                        description=f"{kind} (v) {tag}"))
+                   for kind, seconds in (("Eager", 1e-3), ("Compiled", 5e-4))]
+        save_run(path, results, tag=tag, cases_left=3)
+        return path, 0
+
+    monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
+    assert orchestrator.main([str(tmp_path), "--device=cpu", "--processes=3", "--time-limit=100"]) == 0
+    # 6 processes planned; at 0 s 100 left for 6, at 30 s 70 for 5, 40 for 4, 10 for 3, then none
+    assert [tag for tag, _ in shares] == ["Nightly", "PR", "Nightly", "PR"]
+    assert [round(t, 2) for _, t in shares] == [round(100 / 6, 2), 14.0, 10.0, round(10 / 3, 2)]
+    command = orchestrator.child_command("PR", orchestrator.parse_args([str(tmp_path)]), "x.pkl", stop_after=14.04)
+    assert command[-1] == "--stop-after=14.0"
+    for tag in orchestrator.RUN_ORDER:
+        (path,) = [p for p in tmp_path.glob(f"*-{tag}.pkl") if "-process" not in p.name]
+        assert load_run(path).extra["cases_left"] == 6
+    (table,) = tmp_path.glob("*-speedup.md")
+    assert "**6 cases not started** (time limit)" in table.read_text()
+    with pytest.raises(SystemExit):
+        orchestrator.parse_args([str(tmp_path), "--time-limit=0"])
+
+
 def test_the_step_overhead_is_a_compiled_fwd_bwd_step(monkeypatch):
     """``autograd.grad(compiled(x), x, g)`` of ``x * 2``, stored as a row and as ``compiled_step_overhead_us``."""
     import torch
@@ -529,7 +590,8 @@ def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_
     times = {("Nightly", 1): 4e-4, ("PR", 1): 5e-4, ("Nightly", 2): 6e-4, ("PR", 2): 3e-4}
     calls = []
 
-    def fake_run_tag(tag, args, stem, shard=None, device=None):
+    def fake_run_tag(tag, args, stem, shard=None, device=None, stop_after=None):
+        assert stop_after is None  # no --time-limit
         calls.append((tag, stem))
         process = len(calls) // 2 + len(calls) % 2
         path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
@@ -566,7 +628,7 @@ def test_devices_run_a_shard_each_side_by_side_and_merge_them(monkeypatch, tmp_p
     label = "Interpolate, cuda"
     calls = []
 
-    def fake_run_tag(tag, args, stem, shard=None, device=None):
+    def fake_run_tag(tag, args, stem, shard=None, device=None, stop_after=None):
         calls.append((tag, stem, shard, device))
         sub_label = f"Input (1, 3, {shard[0]}, 4), torch.float32 | mode: nearest"
         path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
@@ -619,7 +681,7 @@ def test_behind_times_only_the_rows_a_report_lists_as_behind(monkeypatch, tmp_pa
         save_run(pickles[-1], rows, tag=tag, device="cpu")
     filters = []
 
-    def fake_run_tag(tag, args, stem, shard=None, device=None):
+    def fake_run_tag(tag, args, stem, shard=None, device=None, stop_after=None):
         filters.append(args.filter)
         return None, 0
 
