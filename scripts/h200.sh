@@ -4,6 +4,7 @@
 #
 #   bash scripts/h200.sh tests [TIMEOUT_S]     the whole suite, CPU and CUDA variants
 #   bash scripts/h200.sh perf [PERF ARGS...]   python -m perf /tmp/perf --device cuda ARGS
+#                                              (under a device call's limit, add --time-limit: e.g. 480)
 #                                              (on a machine of several GPUs add --devices 0,1,...)
 #
 # tests: every file but two runs under xdist; test_large_tensors.py (tens of GB of GPU memory
