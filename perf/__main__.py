@@ -200,8 +200,8 @@ def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None,
     """``args.processes`` pairs of runs, alternating Nightly and PR, of every case or of one shard
     (1-based, of ``args.devices``); returns each tag's pickles and the exit statuses. With a
     ``deadline`` (``time.monotonic()``), each process may start cases for an equal share of the
-    time left when it starts, so that both tags of a pair reach about the same cases, and no
-    process starts after it."""
+    time left when it starts (a process that starts slower reaches fewer of them), and no process
+    starts after it."""
     runs, statuses = {tag: [] for tag in RUN_ORDER}, []
     of_shard = None if shard is None else (shard, len(args.devices))
     device = None if shard is None else args.devices[shard - 1]
