@@ -168,13 +168,19 @@ def _format_ratio(row: SpeedupRow, name: str) -> str:
     return f"{row.ratios[name]:.2f}x{mark}"
 
 
+def _kernel_times(row: SpeedupRow, name: str) -> tuple[float, float] | None:
+    """The A and B columns' GPU kernel time per call (us), None unless both were measured."""
+    first, second = row.pairs[name]
+    if first.kernel_us is None or second.kernel_us is None:
+        return None
+    return first.kernel_us, second.kernel_us
+
+
 def _kernels(row: SpeedupRow, name: str) -> str:
     """The two columns' GPU kernel time per call, where both were measured: a row behind whose
     kernels are not is behind in host time."""
-    first, second = row.pairs[name]
-    if first.kernel_us is None or second.kernel_us is None:
-        return ""
-    return f" (kernels {first.kernel_us:.1f} / {second.kernel_us:.1f} us)"
+    times = _kernel_times(row, name)
+    return "" if times is None else f" (kernels {times[0]:.1f} / {times[1]:.1f} us)"
 
 
 # A's kernels count as no longer than B's up to this fraction over them (the profiler's spread).
@@ -184,10 +190,8 @@ KERNEL_TIE = 0.01
 def _behind_in_host_time(row: SpeedupRow, name: str) -> bool | None:
     """Whether a row's A column runs its kernels in at most B's kernel time (``KERNEL_TIE``), so
     that its call is behind in host time; None where a column's kernel time was not measured."""
-    first, second = row.pairs[name]
-    if first.kernel_us is None or second.kernel_us is None:
-        return None
-    return first.kernel_us <= second.kernel_us * (1 + KERNEL_TIE)
+    times = _kernel_times(row, name)
+    return None if times is None else times[0] <= times[1] * (1 + KERNEL_TIE)
 
 
 def _ahead(ratio: float) -> bool:

@@ -174,7 +174,8 @@ def main(argv=None) -> int:
     parser.add_argument("--bounds", action="store_true",
                         help="also the call with its vector gathers reduced to their memory traffic")
     args = parser.parse_args(argv)
-    rows = [(shape, size, mode, form) for shape, size in map(ROWS.get, args.rows) for mode in MODES for form in args.call_forms]
+    rows = [(shape, size, mode, form)
+            for shape, size in map(ROWS.get, args.rows) for mode in MODES for form in args.call_forms]
     if args.stock:
         decomps.uninstall()
     try:
