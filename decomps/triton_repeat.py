@@ -7,9 +7,10 @@ columns per element. Rows are whole vectors, so both read and write with contigu
 accesses: the forward loads ``BLOCK_W / KW`` inputs and duplicates them with ``tl.interleave``,
 the backward loads ``BLOCK_W * KW`` gradients and splits them into their ``KW`` columns with
 ``tl.split``. Divisions by sizes happen once per row. The forward also writes into a slice of
-a larger output (``lowerings.repeat.cat``: a cat's input, copied with factors 1). On an H200 (x2, (8, 256, 128, 128)
-bf16, ``do_bench``): forward 85 us and backward 84 us, where Inductor's kernels take 98 and 94 us
-with dynamic shapes (82 and 91 static); the copy floor is 79 us each (docs/findings.md, finding 7).
+a larger output (``lowerings.repeat.cat``: a cat's input, copied with factors 1). On an H200 (x2,
+(8, 256, 128, 128) bf16, profiler): forward 82.9 us static or dynamic, where Inductor's static
+kernel takes 90.9 and the copy floor is 79; forward and backward together 162 us
+(docs/findings.md, finding 7).
 
 The backward adds in eager's order (window rows in order, then columns, from zero, in float32
 for half types), so its result is eager's bit for bit.
@@ -24,9 +25,22 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-# Elements per program: measured best at 1024-2048 for x2 bf16 (1024 x 4 warps).
-ELEMENTS_PER_PROGRAM = 1024
+# What a program writes, measured best on an H200 at 4 warps (perf.probes.repeat_launch_probe):
+# 4 KB of output in the forward (1024 float32, 2048 bfloat16: x2 bfloat16 (8, 256, 128, 128)
+# 82.9 us against 88.8 at 1024), 512 grad_input elements in the backward.
+FORWARD_BYTES_PER_PROGRAM = 4096
+BACKWARD_ELEMENTS_PER_PROGRAM = 512
 MAX_BLOCK_W = 512
+
+
+@triton.jit
+def _program(width, BLOCK_W: tl.constexpr):
+    # (row block, column block) of this program in a 1-d grid of cdiv(width, BLOCK_W) column
+    # blocks per row block: neighbouring programs write neighbouring memory.
+    columns = tl.cdiv(width, BLOCK_W)
+    program = tl.program_id(0)
+    row_block = program // columns
+    return row_block, program - row_block * columns
 
 
 @triton.jit
@@ -38,16 +52,17 @@ def repeat_rows(
     # rows: N * C * [D_out *] H_out output rows of w_out elements. Output row r starts at
     # out_offset + (r // block_rows) * block_stride + (r % block_rows) * w_out: its own tensor
     # (block_rows = rows) or a slice of a cat's output (block_rows rows per block of the cat).
-    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    row_block, column = _program(w_out, BLOCK_W)
+    r = row_block * ROWS + tl.arange(0, ROWS)[:, None]
     plane = r // h_out  # (n, c[, d_out]) of the row
     source = (plane // KD) * h_in + (r - plane * h_out) // KH
-    wi = tl.program_id(1) * (BLOCK_W // KW) + tl.arange(0, BLOCK_W // KW)[None, :]
+    wi = column * (BLOCK_W // KW) + tl.arange(0, BLOCK_W // KW)[None, :]
     v = tl.load(in_ptr + (source * w_in + wi), (r < rows) & (wi < w_in))
     if KW >= 2:
         v = tl.interleave(v, v)
     if KW == 4:
         v = tl.interleave(v, v)
-    w = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
+    w = column * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
     block = r // block_rows
     start = out_offset + block * block_stride + (r - block * block_rows) * w_out
     tl.store(out_ptr + (start + w), v, (r < rows) & (w < w_out))
@@ -60,10 +75,11 @@ def window_sum_rows(
     ROWS: tl.constexpr, BLOCK_W: tl.constexpr,
 ):
     # rows: N * C * [D_in *] H_in grad_input rows of w_in elements.
-    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    row_block, column = _program(w_in, BLOCK_W)
+    r = row_block * ROWS + tl.arange(0, ROWS)[:, None]
     plane = r // h_in
     h = r - plane * h_in
-    wo = tl.program_id(1) * (BLOCK_W * KW) + tl.arange(0, BLOCK_W * KW)[None, :]
+    wo = column * (BLOCK_W * KW) + tl.arange(0, BLOCK_W * KW)[None, :]
     read = (r < rows) & (wo < w_out)
     acc = tl.zeros((ROWS, BLOCK_W), tl.float32)
     for jd in tl.static_range(KD):
@@ -84,43 +100,51 @@ def window_sum_rows(
                 acc = acc + c1
                 acc = acc + c2
                 acc = acc + c3
-    w = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
+    w = column * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
     tl.store(out_ptr + (r * w_in + w), acc.to(out_ptr.dtype.element_ty), (r < rows) & (w < w_in))
 
 
-def launch_config(w_out: int, factors: Sequence[int], forward: bool) -> dict[str, int]:
-    """The kernels' constexpr arguments for output rows of about ``w_out`` elements (the wide
-    side's rows: the forward's output, the backward's grad_output)."""
+def launch_config(w_out: int, factors: Sequence[int], forward: bool, itemsize: int, elements: int | None = None,
+                  max_block_w: int = MAX_BLOCK_W) -> dict[str, int]:
+    """The kernels' constexpr arguments for rows of about ``w_out`` elements of ``itemsize`` bytes
+    on the wide side (the forward's output, the backward's grad_output), each program writing
+    about ``elements`` elements (default: ``FORWARD_BYTES_PER_PROGRAM`` or
+    ``BACKWARD_ELEMENTS_PER_PROGRAM``) in rows of at most ``max_block_w`` of the wide side."""
+    if elements is None:
+        elements = FORWARD_BYTES_PER_PROGRAM // itemsize if forward else BACKWARD_ELEMENTS_PER_PROGRAM
     kd, kh, kw = ([1, 1, 1] + list(factors))[-3:]
-    block_w = min(triton.next_power_of_2(max(w_out, kw)), MAX_BLOCK_W)
+    block_w = min(triton.next_power_of_2(max(w_out, kw)), max_block_w)
     per_row = block_w if forward else block_w // kw
-    return {"KD": kd, "KH": kh, "KW": kw, "ROWS": max(1, ELEMENTS_PER_PROGRAM // per_row), "BLOCK_W": per_row}
+    return {"KD": kd, "KH": kh, "KW": kw, "ROWS": max(1, elements // per_row), "BLOCK_W": per_row}
 
 
-def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int, wide: Tensor, narrow: Tensor):
+def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int, wide: Tensor, narrow: Tensor,
+            config: dict[str, int] | None = None, num_warps: int = 4):
     """Rows of ``wide`` (the repeated side) hold ``KW`` times the elements of ``narrow``'s."""
     n = len(factors)
     h_in = narrow.shape[-2] if n >= 2 else 1
     h_out = wide.shape[-2] if n >= 2 else 1
     w_in, w_out = narrow.shape[-1], wide.shape[-1]
-    config = launch_config(w_out, factors, kernel is repeat_rows)
+    config = config or launch_config(w_out, factors, kernel is repeat_rows, src.element_size())
     per_row = config["BLOCK_W"] * (1 if kernel is repeat_rows else config["KW"])
-    grid = (triton.cdiv(rows, config["ROWS"]), math.ceil(w_out / per_row))
+    grid = (triton.cdiv(rows, config["ROWS"]) * math.ceil(w_out / per_row),)
     own_tensor = (rows, 0, 0) if kernel is repeat_rows else ()  # block_rows, block_stride, out_offset
-    kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, *own_tensor, **config, num_warps=4)
+    kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, *own_tensor, **config, num_warps=num_warps)
 
 
-def repeat(x: Tensor, out: Tensor, factors: Sequence[int]) -> Tensor:
-    """``out = repeats.repeat(x, factors)``; both contiguous, fewer than 2**31 elements."""
+def repeat(x: Tensor, out: Tensor, factors: Sequence[int], **launch) -> Tensor:
+    """``out = repeats.repeat(x, factors)``; both contiguous, fewer than 2**31 elements.
+    ``launch``: ``config`` (``launch_config``'s) and ``num_warps`` other than the defaults."""
     if out.numel():
-        _launch(repeat_rows, x, out, factors, out.numel() // out.shape[-1], out, x)
+        _launch(repeat_rows, x, out, factors, out.numel() // out.shape[-1], out, x, **launch)
     return out
 
 
-def sum_repeats(g: Tensor, out: Tensor, factors: Sequence[int]) -> Tensor:
-    """``out = repeats.sum_repeats(g, factors)`` in eager's order; both contiguous."""
+def sum_repeats(g: Tensor, out: Tensor, factors: Sequence[int], **launch) -> Tensor:
+    """``out = repeats.sum_repeats(g, factors)`` in eager's order; both contiguous; ``launch`` as
+    for ``repeat``."""
     if out.numel():
-        _launch(window_sum_rows, g, out, factors, out.numel() // out.shape[-1], g, out)
+        _launch(window_sum_rows, g, out, factors, out.numel() // out.shape[-1], g, out, **launch)
     return out
 
 
