@@ -8,9 +8,9 @@ with ``dynamic=False``, stock (``decomps.disabled()``) and with the package; the
 forward kernel (``repeat_rows``) and backward kernel (``window_sum_rows``) launched directly with
 each ``(elements, max_block_w, num_warps)`` of ``CONFIGS`` (``triton_repeat.launch_config``),
 each result checked against the default launch's (``torch.equal``; the default forward's against
-eager's); and two other forms of the forward (``_variants``): each output word of ``KW`` copies
-written as one wider integer (``repeat_rows_packed``), and Inductor's per-element ``w // KW`` load
-(``repeat_rows_index``). Writes ``OUT_DIR/repeat_launch_probe.json``.
+eager's); and two other forms of the forward (``_variants``, in a 2-d grid of row blocks by column
+blocks): each output word of ``KW`` copies written as one wider integer (``repeat_rows_packed``),
+and Inductor's per-element ``w // KW`` load (``repeat_rows_index``). Writes ``OUT_DIR/repeat_launch_probe.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,22 @@ import triton
 import triton.language as tl
 
 from perf.probes import kernel_time, probe_main
+
+CL, CONTIGUOUS = torch.channels_last, torch.contiguous_format
+REPEAT_ROWS = [
+    ((16, 64, 16000), torch.float32, CONTIGUOUS, 2),
+    ((16, 64, 16000), torch.bfloat16, CONTIGUOUS, 2),
+    ((8, 256, 128, 128), torch.float32, CONTIGUOUS, 2),
+    ((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, 2),
+    ((8, 256, 128, 128), torch.float32, CL, 2),
+    ((8, 256, 128, 128), torch.bfloat16, CL, 2),
+    ((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, 4),
+    ((2, 32, 64, 64, 64), torch.float32, CONTIGUOUS, 2),
+    ((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, 2),
+]
+CONFIGS = [(512, 256, 4)] + [(e, b, w) for e in (1024, 2048, 4096, 8192) for b in (512, 1024, 2048, 4096)
+                             for w in (4, 8) if b <= e and (w == 4 or e >= 2048)]
+
 
 _WORD = {(2, 2): tl.uint32, (2, 4): tl.uint64, (4, 2): tl.uint64}  # (itemsize, KW) -> packed word
 _BITS = {2: tl.uint16, 4: tl.uint32}
@@ -87,22 +103,6 @@ def _variants(x, factor, expected) -> dict:
             record[f"{name} {max_block_w}"] = kernel_time(launch)
     return record
 
-CL, CONTIGUOUS = torch.channels_last, torch.contiguous_format
-ROWS = [
-    ((16, 64, 16000), torch.float32, CONTIGUOUS, 2),
-    ((16, 64, 16000), torch.bfloat16, CONTIGUOUS, 2),
-    ((8, 256, 128, 128), torch.float32, CONTIGUOUS, 2),
-    ((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, 2),
-    ((8, 256, 128, 128), torch.float32, CL, 2),
-    ((8, 256, 128, 128), torch.bfloat16, CL, 2),
-    ((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, 4),
-    ((2, 32, 64, 64, 64), torch.float32, CONTIGUOUS, 2),
-    ((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, 2),
-]
-CONFIGS = [(512, 256, 4)] + [(e, b, w) for e in (1024, 2048, 4096, 8192) for b in (512, 1024, 2048, 4096)
-                             for w in (4, 8) if b <= e and (w == 4 or e >= 2048)]
-
-
 def _label(shape, dtype, memory_format, factor) -> str:
     layout = " channels_last" if memory_format is CL else ""
     return f"{tuple(shape)} x{factor} {str(dtype).removeprefix('torch.')}{layout}"
@@ -147,7 +147,7 @@ def rows():
 
     import decomps
 
-    for shape, dtype, memory_format, factor in ROWS:
+    for shape, dtype, memory_format, factor in REPEAT_ROWS:
         x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=memory_format)
         f = lambda x: F.interpolate(x, scale_factor=factor, mode="nearest")  # noqa: E731
         expected = f(x)
@@ -159,7 +159,6 @@ def rows():
         torch._dynamo.reset()
         record["package"] = _compiled_kernels(f, x, g)
         record["variants"] = _variants(x, factor, expected)
-        print(record["row"], "variants", {k: round(v, 1) for k, v in record["variants"].items()}, flush=True)
         record["direct"] = _direct(x, g, factor, expected)
         record["best"] = {
             d: min((t, k) for k, t in record["direct"].items() if k.startswith(d)) for d in ("forward", "backward")
