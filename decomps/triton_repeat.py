@@ -18,7 +18,6 @@ for half types), so its result is eager's bit for bit.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import triton
@@ -118,6 +117,13 @@ def launch_config(w_out: int, factors: Sequence[int], forward: bool, itemsize: i
     return {"KD": kd, "KH": kh, "KW": kw, "ROWS": max(1, elements // per_row), "BLOCK_W": per_row}
 
 
+def programs(rows, w_out, config: dict[str, int], forward: bool, cdiv=triton.cdiv):
+    """The 1-d grid's size that ``_program`` decodes: ``cdiv(rows, ROWS)`` row blocks of
+    ``w_out`` (the wide side) in column blocks; ``cdiv`` of ints, or of sizes (``CeilDiv``)."""
+    per_row = config["BLOCK_W"] * (1 if forward else config["KW"])
+    return cdiv(rows, config["ROWS"]) * cdiv(w_out, per_row)
+
+
 def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int, wide: Tensor, narrow: Tensor,
             config: dict[str, int] | None = None, num_warps: int = 4):
     """Rows of ``wide`` (the repeated side) hold ``KW`` times the elements of ``narrow``'s."""
@@ -125,10 +131,10 @@ def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], rows: int,
     h_in = narrow.shape[-2] if n >= 2 else 1
     h_out = wide.shape[-2] if n >= 2 else 1
     w_in, w_out = narrow.shape[-1], wide.shape[-1]
-    config = config or launch_config(w_out, factors, kernel is repeat_rows, src.element_size())
-    per_row = config["BLOCK_W"] * (1 if kernel is repeat_rows else config["KW"])
-    grid = (triton.cdiv(rows, config["ROWS"]) * math.ceil(w_out / per_row),)
-    own_tensor = (rows, 0, 0) if kernel is repeat_rows else ()  # block_rows, block_stride, out_offset
+    forward = kernel is repeat_rows
+    config = config or launch_config(w_out, factors, forward, src.element_size())
+    grid = (programs(rows, w_out, config, forward),)
+    own_tensor = (rows, 0, 0) if forward else ()  # block_rows, block_stride, out_offset
     kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, *own_tensor, **config, num_warps=num_warps)
 
 

@@ -2,15 +2,15 @@
 package's Triton kernel or generated code that fuses with its neighbours (CUDA), or generated
 code whose loads run in order (CPU).
 
-The Triton kernels (``decomps.triton_repeat``) read and write whole rows with vector accesses
-and reach the copy floor where Inductor's kernel does not (x2 bf16 on an H200: forward 82.9 us
-static or dynamic, Inductor's 90.9 static and 98 dynamic; docs/findings.md, finding 7). They cost fusion: the
-kernel reads a realized input and writes its own output. So a call site runs it only where
+The Triton kernels (``decomps.triton_repeat``) read and write whole rows with vector accesses and
+reach the copy floor where Inductor's kernel does not (x2 bf16 on an H200: forward 82.9 us static
+or dynamic, Inductor's 90.9 static and 98 dynamic; docs/findings.md, finding 7). They cost fusion:
+the kernel reads a realized input and writes its own output. So a call site runs it only where
 nothing would fuse anyway: the input is already a buffer and every user of the result takes
 realized inputs (the graph's output, a convolution, a matmul). It is emitted through Inductor's
-lowering of user-defined Triton kernels, so the generated code launches it like its own.
-Elsewhere the op lowers to a pointwise node that Inductor fuses into its producer and users (an
-add in an FPN merge).
+lowering of user-defined Triton kernels, so the generated code launches it like its own. Elsewhere
+the op lowers to a pointwise node that Inductor fuses into its producer and users (an add in an FPN
+merge).
 
 A cat of a repeat and buffers (a UNet skip connection) is lowered here too (``cat``): the
 forward kernel writes each input into its slice of the cat's output (UNet skip cat, x2 bf16
@@ -124,8 +124,7 @@ def _triton_call(kernel, src, out, factors, **slice_args):
     # Block sizes from the example sizes: the kernel is exact for any of them (masks).
     config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, src.get_dtype().itemsize)
     rows = _product((wide if forward else narrow)[:-1])
-    columns = CeilDiv(wide[-1], config["BLOCK_W"] * (1 if forward else factors[-1]))
-    grid = [(CeilDiv(rows, config["ROWS"]) * columns, 1, 1)]
+    grid = [(triton_repeat.programs(rows, wide[-1], config, forward, CeilDiv), 1, 1)]
     n = len(factors)
     kwargs = {
         "in_ptr" if forward else "g_ptr": src,
