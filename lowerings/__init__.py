@@ -6,7 +6,8 @@ every nearest upsample reaching Inductor is lowered from our aten graph, adds th
 the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
 tables (``index_tables``), three code generation facts (``divisibility``,
 ``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
-kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``), the
+kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``), Inductor's
+static launcher for the package's own Triton kernels (``static_launch``), the
 vector loads and stores of the package's CPU gathers (``cpu_gathers``), unmasked stores of its
 C++ kernels' short vectors (``cpu_stores``) and each OpenMP thread's own copy of those kernels'
 sizes (``cpu_sizes``). It returns a callable that
@@ -19,7 +20,8 @@ from collections.abc import Callable
 
 import torch
 
-from . import aten_kernels, cpu_gathers, cpu_sizes, cpu_stores, divisibility, index_tables, package_kernels, positive_sizes, repeat, size_variants
+from . import (aten_kernels, cpu_gathers, cpu_sizes, cpu_stores, divisibility, index_tables, package_kernels, positive_sizes,
+               repeat, size_variants, static_launch)
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -95,6 +97,7 @@ def codegen_hooks() -> dict[str, object]:
         ),
         "TritonKernel.inductor_meta_common": triton.TritonKernel.__dict__.get("inductor_meta_common"),
         "CachingAutotuner.precompile": triton_heuristics.CachingAutotuner.__dict__.get("precompile"),
+        "CachingAutotuner._precompile_worker": triton_heuristics.CachingAutotuner.__dict__.get("_precompile_worker"),
     }
 
 
@@ -110,6 +113,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     ]
     if not missing_codegen_hooks():
         undo += [divisibility.install(), positive_sizes.install(), package_kernels.install(), size_variants.install()]
+    undo.append(static_launch.install())
     undo.append(cpu_gathers.install())
     undo.append(cpu_stores.install())
     undo.append(cpu_sizes.install())

@@ -1,0 +1,227 @@
+"""The launcher of the package's Triton repeat kernels: Triton's own, or Inductor's static CUDA
+launcher, as ``lowerings.static_launch`` gives them (docs/findings.md, finding 8).
+
+Usage (CUDA only): ``python -m perf.probes.static_launch_probe OUT_DIR [--rounds N]``
+
+Per row (the harness's integer-repeat rows, forward and training step, ``dynamic`` False and
+True), in one process, compiled with the package: its kernels on Triton's launcher
+(``static_launch.is_package_kernel`` patched to decline them) and on the static launcher (as
+installed), each column's results checked against the other's (``torch.equal``). Timed in
+interleaved rounds: back to back (``BACK_TO_BACK`` calls launched, then one synchronize: the
+harness's view, host-bound where the host is slower than the kernels), ``do_bench`` medians (one
+call's latency), the GPU kernels per call (profiler), Python calls per call and the functions
+with the most own time (``cProfile``). Writes ``OUT_DIR/static_launch_probe.json`` and each
+column's generated modules to ``OUT_DIR/sources/``.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROUNDS = 6
+BACK_TO_BACK = 200
+# (label, input shape, dtype name); each upsampled x2
+ROWS = [
+    ("x2 (16,64,16000) f32", (16, 64, 16000), "float32"),
+    ("x2 (16,64,16000) bf16", (16, 64, 16000), "bfloat16"),
+    ("x2 (8,256,128,128) bf16", (8, 256, 128, 128), "bfloat16"),
+]
+
+
+def _fresh(fn):
+    """``fn`` with a code object of its own, so that Dynamo compiles it apart from ``fn``."""
+    import types
+
+    return types.FunctionType(fn.__code__.replace(co_name=f"{fn.__name__}_{id(object())}"), fn.__globals__)
+
+
+def _clear_kernel_caches():
+    """Inductor's in-memory caches of generated modules and Triton kernels, keyed by source: two
+    columns with the same source would share one kernel object and its launcher."""
+    from torch._inductor import async_compile, codecache
+
+    codecache.PyCodeCache.cache_clear()
+    clear = getattr(getattr(async_compile, "CompiledTritonKernels", None), "cache_clear", None)
+    if clear is not None:
+        clear()
+
+
+def _interpolate(x):
+    import torch.nn.functional as F
+
+    return F.interpolate(x, scale_factor=2, mode="nearest")
+
+
+SETTINGS = ("Triton's launcher", "static launcher")
+
+
+def _scope(setting: str):
+    """The context a column compiles in: the package as installed (``lowerings.static_launch``)
+    or with its kernels left on Triton's launcher."""
+    import contextlib
+    from unittest import mock
+
+    from lowerings import static_launch
+
+    if setting == "Triton's launcher":
+        return mock.patch.object(static_launch, "is_package_kernel", lambda autotuner: False)
+    return contextlib.nullcontext()
+
+
+def _column(x, g, dynamic: bool, backward: bool, setting: str):
+    """One compiled call of the row, compiled now in ``_scope(setting)``: the call, its first
+    result, its kernels' launchers and the source of its generated modules."""
+    import torch
+
+    compiled = torch.compile(_fresh(_interpolate), dynamic=dynamic)
+
+    def call():
+        out = compiled(x)
+        return torch.autograd.grad(out, x, g) if backward else out
+
+    _clear_kernel_caches()
+    with _scope(setting):
+        result = call()
+    return call, result, _launchers(), _sources()
+
+
+def _sources() -> str:
+    """The generated Python modules Inductor loaded since ``_clear_kernel_caches`` that launch
+    kernels (their ``call`` functions)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    texts = []
+    for module in [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]:
+        path = getattr(module, "__file__", None)
+        if path and hasattr(module, "call"):
+            texts.append(f"# {path}\n{Path(path).read_text()}")
+    return "\n".join(texts)
+
+
+def _launchers() -> dict[str, str]:
+    """Each Triton kernel of the modules Inductor loaded since ``_clear_kernel_caches``
+    (``CachingAutotuner`` objects): ``"static"`` where its launchers are Inductor's static ones,
+    else ``"triton"``."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    kinds = {}
+    for module in [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]:
+        for name, value in vars(module).items():
+            if isinstance(value, CachingAutotuner):
+                static = value.launchers and all(getattr(launcher, "_is_static", False) for launcher in value.launchers)
+                kinds[name] = "static" if static else "triton"
+    return kinds
+
+
+def _kernel_names(call) -> list[str]:
+    """The CUDA kernels of one call, by name."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return [e.name[:60] for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def _back_to_back(call) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(BACK_TO_BACK):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / BACK_TO_BACK * 1e6
+
+
+def _host_profile(call, calls: int = 200) -> dict:
+    """Python function calls per call (``cProfile``: a count that does not depend on the host's
+    load) and the functions with the most own time."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    profiler.disable()
+    stats = pstats.Stats(profiler, stream=io.StringIO())
+    top = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:10]
+    return {"Python calls per call": round(stats.total_calls / calls),
+            "most own time (us per call)": {f"{Path(f).name}:{line}({name})": round(tt / calls * 1e6, 1)
+                                            for (f, line, name), (_, _, tt, _, _) in top}}
+
+
+def rows(rounds: int, out_dir: Path):
+    import torch
+    from torch._dynamo.utils import counters
+    from triton.testing import do_bench
+
+    from perf.probes import kernel_time
+
+    for label, shape, dtype in ROWS:
+        for dynamic in (False, True):
+            for backward in (False, True):
+                name = f"{label}, dynamic={dynamic}, {'fwd+bwd' if backward else 'fwd'}"
+                torch.manual_seed(0)
+                x = torch.randn(shape, device="cuda", dtype=getattr(torch, dtype), requires_grad=backward)
+                out_shape = (*shape[:2], *(2 * s for s in shape[2:]))
+                g = torch.randn(out_shape, device="cuda", dtype=x.dtype)
+                columns, results, launchers = {}, {}, {}
+                for setting in SETTINGS:
+                    columns[setting], results[setting], launchers[setting], source = _column(
+                        x, g, dynamic, backward, setting)
+                    (out_dir / "sources").mkdir(parents=True, exist_ok=True)
+                    slug = re.sub(r"[^a-z0-9]+", "-", f"{name} {setting}".lower()).strip("-")
+                    (out_dir / "sources" / f"{slug}.py").write_text(source)
+                mine = results["static launcher"] if backward else [results["static launcher"]]
+                exact = {s: all(map(torch.equal, results[s] if backward else [results[s]], mine)) for s in SETTINGS}
+                graphs = counters["stats"]["unique_graphs"]
+                for s, call in columns.items():
+                    for _ in range(10):
+                        call()
+                b2b = {s: [] for s in SETTINGS}
+                latency = {s: [] for s in SETTINGS}
+                for _ in range(rounds):
+                    for s, call in columns.items():
+                        b2b[s].append(_back_to_back(call))
+                        latency[s].append(do_bench(call, warmup=10, rep=50, return_mode="median") * 1000)
+                record = {"row": label, "dynamic": dynamic, "backward": backward,
+                          "graphs compiled while timed": counters["stats"]["unique_graphs"] - graphs}
+                for s, call in columns.items():
+                    record[s] = {
+                        "equal": exact[s],
+                        "back to back, best / median round (us)": [round(min(b2b[s]), 1), round(statistics.median(b2b[s]), 1)],
+                        "do_bench, best / median round (us)": [round(min(latency[s]), 1), round(statistics.median(latency[s]), 1)],
+                        "kernels (us)": round(kernel_time(call), 1),
+                        "launchers": launchers[s],
+                        "kernel names": _kernel_names(call),
+                        **_host_profile(call),
+                    }
+                yield name, record
+
+
+def main(argv=None) -> int:
+    from perf.probes import probe_main
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    rounds = ROUNDS
+    if "--rounds" in argv:
+        i = argv.index("--rounds")
+        rounds = int(argv[i + 1])
+        del argv[i:i + 2]
+    return probe_main("static_launch_probe", lambda: rows(rounds, Path(argv[0])), argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
