@@ -12,6 +12,39 @@ def kernel_time(fn, calls: int = 20) -> float:
     return kernel_us(fn, calls)
 
 
+def back_to_back_us(fn, calls: int) -> float:
+    """us per ``fn()`` of ``calls`` calls launched back to back, then one synchronize: the
+    harness's view (``torch.utils.benchmark``), where a call whose host time exceeds its kernels'
+    runs at its host time."""
+    import time
+
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def profiled(fn, calls: int, stream=None):
+    """``cProfile``'s statistics (``pstats.Stats``, printing to ``stream``) of ``calls`` calls of
+    ``fn``, up to the GPU's end of them."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    profiler.disable()
+    return pstats.Stats(profiler, stream=stream)
+
+
 def interp_row(shape, dtype, memory_format, **kwargs):
     """``((x,), f)``: a CUDA input and ``F.interpolate(x, mode="nearest", **kwargs)``."""
     import torch

@@ -24,8 +24,6 @@ kernels by name and its host profile. Prints, and writes to
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import statistics
 import sys
 from pathlib import Path
@@ -132,8 +130,10 @@ def _host_profile(step, top: int = 25) -> str:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from perf.probes import profiled
+
     text = io.StringIO()
-    _profiled(step, text).sort_stats("tottime").print_stats(top)
+    profiled(step, COUNTED_STEPS, text).sort_stats("tottime").print_stats(top)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(20):
             step()
@@ -183,37 +183,10 @@ def _kernel_names(step) -> str:
     return "\n".join(f"- {e.name[:100]}: {e.device_time:.1f} us" for e in kernels)
 
 
-def _back_to_back(step) -> float:
-    """Microseconds per step of ``BACK_TO_BACK_STEPS`` steps launched back to back, then one
-    synchronize: the harness's view (``torch.utils.benchmark``), where a step whose host time
-    exceeds its kernels' runs at its host time."""
-    import time
-
-    import torch
-
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(BACK_TO_BACK_STEPS):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / BACK_TO_BACK_STEPS * 1e6
-
-
-def _profiled(step, stream=None) -> pstats.Stats:
-    """``cProfile``'s statistics of ``COUNTED_STEPS`` steps (printed to ``stream``)."""
-    import torch
-
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(COUNTED_STEPS):
-        step()
-    torch.cuda.synchronize()
-    profiler.disable()
-    return pstats.Stats(profiler, stream=stream)
-
-
 def _python_calls(step) -> float:
-    return _profiled(step).total_calls / COUNTED_STEPS
+    from perf.probes import profiled
+
+    return profiled(step, COUNTED_STEPS).total_calls / COUNTED_STEPS
 
 
 def main(argv=None) -> int:
@@ -226,6 +199,8 @@ def main(argv=None) -> int:
         import decomps  # noqa: F401  (installs)
     import torch
     from triton.testing import do_bench
+
+    from perf.probes import back_to_back_us
 
     columns = {"empty compiled step": _empty_step()}
     profiled = ["empty compiled step"] if chosen == "behind" else []
@@ -253,7 +228,7 @@ def main(argv=None) -> int:
     for _ in range(rounds):
         for name, step in columns.items():
             times[name].append(do_bench(step, warmup=25, rep=100, return_mode="median") * 1000)
-            back_to_back[name].append(_back_to_back(step))
+            back_to_back[name].append(back_to_back_us(step, BACK_TO_BACK_STEPS))
     lines = [f"{'PR' if not stock else 'stock'}, dynamic=True, {rounds} interleaved rounds of do_bench "
              "medians (us): best / median round; back to back (us per step): best / median round; "
              "CUDA kernels per step (us); Python calls per step",

@@ -16,10 +16,10 @@ column's generated modules to ``OUT_DIR/sources/``.
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROUNDS = 6
@@ -32,11 +32,14 @@ ROWS = [
 ]
 
 
+_copies = itertools.count()
+
+
 def _fresh(fn):
     """``fn`` with a code object of its own, so that Dynamo compiles it apart from ``fn``."""
     import types
 
-    return types.FunctionType(fn.__code__.replace(co_name=f"{fn.__name__}_{id(object())}"), fn.__globals__)
+    return types.FunctionType(fn.__code__.replace(co_name=f"{fn.__name__}_{next(_copies)}"), fn.__globals__)
 
 
 def _clear_kernel_caches():
@@ -129,33 +132,14 @@ def _kernel_names(call) -> list[str]:
     return [e.name[:60] for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-def _back_to_back(call) -> float:
-    import torch
-
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(BACK_TO_BACK):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / BACK_TO_BACK * 1e6
-
-
 def _host_profile(call, calls: int = 200) -> dict:
     """Python function calls per call (``cProfile``: a count that does not depend on the host's
     load) and the functions with the most own time."""
-    import cProfile
     import io
-    import pstats
 
-    import torch
+    from perf.probes import profiled
 
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    profiler.disable()
-    stats = pstats.Stats(profiler, stream=io.StringIO())
+    stats = profiled(call, calls, io.StringIO())
     top = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:10]
     return {"Python calls per call": round(stats.total_calls / calls),
             "most own time (us per call)": {f"{Path(f).name}:{line}({name})": round(tt / calls * 1e6, 1)
@@ -167,7 +151,7 @@ def rows(rounds: int, out_dir: Path):
     from torch._dynamo.utils import counters
     from triton.testing import do_bench
 
-    from perf.probes import kernel_time
+    from perf.probes import back_to_back_us, kernel_time
 
     for label, shape, dtype in ROWS:
         for dynamic in (False, True):
@@ -194,7 +178,7 @@ def rows(rounds: int, out_dir: Path):
                 latency = {s: [] for s in SETTINGS}
                 for _ in range(rounds):
                     for s, call in columns.items():
-                        b2b[s].append(_back_to_back(call))
+                        b2b[s].append(back_to_back_us(call, BACK_TO_BACK))
                         latency[s].append(do_bench(call, warmup=10, rep=50, return_mode="median") * 1000)
                 record = {"row": label, "dynamic": dynamic, "backward": backward,
                           "graphs compiled while timed": counters["stats"]["unique_graphs"] - graphs}

@@ -231,3 +231,27 @@ def test_gather_choice_probe_checks_and_rates_every_formulation(tmp_path, monkey
         names = {"contiguous_format": {"aten", "computed", "table"}, "channels_last": {"pixel", "rows", "aten"}}
         assert set(record["ratio"]) == {"eager", *names[record["layout"]]}
         assert record["ratio"]["eager"] == 1.0 and all(r > 0 for r in record["ratio"].values())
+
+
+def test_shared_timers_call_the_function_as_often_as_asked(monkeypatch):
+    import torch
+
+    from perf import probes
+    from perf.probes import static_launch_probe
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # CPU only: nothing to wait for
+    calls = []
+    assert probes.back_to_back_us(lambda: calls.append(1), 7) > 0 and len(calls) == 7
+    assert probes.profiled(lambda: calls.append(1), 3).total_calls >= 3 and len(calls) == 10
+    profile = static_launch_probe._host_profile(lambda: calls.append(1), calls=4)
+    assert profile["Python calls per call"] >= 1 and len(calls) == 14
+
+
+def test_static_launch_probe_compiles_each_column_apart():
+    """Each column's function has a code object of its own, so Dynamo caches it apart."""
+    from perf.probes import static_launch_probe
+
+    f, g = static_launch_probe._fresh(static_launch_probe._interpolate), static_launch_probe._fresh(
+        static_launch_probe._interpolate)
+    assert f.__code__ is not g.__code__ and f.__code__.co_name != g.__code__.co_name
+    assert f.__code__.co_code == static_launch_probe._interpolate.__code__.co_code
