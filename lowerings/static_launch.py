@@ -21,6 +21,7 @@ fails the test here, its binary not found, and keeps Triton's launcher.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 
@@ -31,6 +32,7 @@ from ._undo import replace_attribute
 TESTED_TORCH = ((2, 11), (2, 13), (2, 14), (2, 15))
 
 _stock: dict[str, Callable] = {}
+log = logging.getLogger(__name__)
 
 
 def _normalized(source: str) -> str:
@@ -69,9 +71,12 @@ def launch_statically(autotuner) -> None:
         for result in autotuner.compile_results:
             launcher = None
             if type(result) is TritonCompileResult:
-                launcher = StaticTritonCompileResult.can_statically_launch(
-                    result.kernel, autotuner.inductor_meta, autotuner.triton_meta, autotuner.heuristic_type
-                )
+                try:
+                    launcher = StaticTritonCompileResult.can_statically_launch(
+                        result.kernel, autotuner.inductor_meta, autotuner.triton_meta, autotuner.heuristic_type
+                    )
+                except Exception:  # a result not laid out as this module read it: Triton's launcher
+                    log.warning("%s keeps Triton's launcher", autotuner.inductor_meta.get("kernel_name"), exc_info=True)
             if launcher is not None:
                 result = StaticTritonCompileResult(launcher, result.config, result.compile_meta, autotuner.inductor_meta)
             results.append(result)

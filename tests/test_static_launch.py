@@ -61,6 +61,20 @@ def test_results_launch_statically_where_inductors_test_passes(monkeypatch):
     assert config.static_launch_user_defined_triton_kernels is False
 
 
+def test_a_result_the_test_cannot_read_keeps_tritons_launcher(monkeypatch, caplog):
+    def can_statically_launch(kernel, inductor_meta, triton_meta, heuristic_type):
+        raise AttributeError("'NoneType' object has no attribute 'fn'")
+
+    monkeypatch.setattr(triton_heuristics.StaticTritonCompileResult, "can_statically_launch",
+                        staticmethod(can_statically_launch))
+    result = _result(triton_heuristics.TritonCompileResult, "a")
+    tuner = _autotuner(results=[result])
+    static_launch.launch_statically(tuner)
+    assert tuner.compile_results == [result]
+    assert "kernel_0 keeps Triton's launcher" in caplog.text
+    assert config.static_launch_user_defined_triton_kernels is False
+
+
 def test_only_package_kernels_change_after_inductor_compiles(monkeypatch):
     compiled, converted = [], []
     monkeypatch.setattr(static_launch, "_stock", {"_precompile_worker": lambda self: compiled.append(self)})
