@@ -25,7 +25,6 @@ import contextvars
 import functools
 import hashlib
 import pathlib
-import re
 import threading
 import warnings
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from torch._C import DispatchKey
 from torch._ops import OpOverload
 
 import lowerings
+from lowerings.versions import torch_release
 
 from . import forward, ops
 from ._registry import DECOMPOSITIONS
@@ -90,8 +90,8 @@ def _missing_hooks() -> list[str]:
 
 def _newer_than_tested() -> bool:
     """Whether this torch's release is past ``NEWEST_TESTED_TORCH`` (a 2.16 nightly counts)."""
-    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
-    return match is not None and tuple(map(int, match.groups())) > NEWEST_TESTED_TORCH
+    release = torch_release()
+    return release is not None and release > NEWEST_TESTED_TORCH
 
 
 def _reroute_above_autograd_kernels() -> None:

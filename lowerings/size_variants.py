@@ -412,9 +412,10 @@ def missing_hooks() -> list[str]:
     """What the variants need from this torch and Triton; without it they stay off."""
     import torch
 
-    version = tuple(int(part) for part in torch.__version__.split(".")[:2])
-    if version not in TESTED_TORCH:
-        return [f"torch {version[0]}.{version[1]} (variants checked on {TESTED_TORCH})"]
+    from .versions import torch_release
+
+    if torch_release() not in TESTED_TORCH:
+        return [f"torch {torch.__version__} (variants checked on {TESTED_TORCH})"]
     try:
         from torch._inductor.runtime import triton_heuristics
         from torch._inductor.utils import triton_version_uses_attrs_dict

@@ -21,6 +21,7 @@ fails the test here, its binary not found, and keeps Triton's launcher.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -41,6 +42,7 @@ def _normalized(source: str) -> str:
     return " ".join(re.sub(r"^def\s+\w+\s*\(", "def (", source.strip()).split())
 
 
+@functools.cache
 def package_sources() -> frozenset[str]:
     from decomps import triton_repeat
 
@@ -95,9 +97,10 @@ def missing_hooks() -> list[str]:
     """What this needs from this torch and Triton; without it the kernels launch as before."""
     import torch
 
-    version = tuple(int(part) for part in torch.__version__.split(".")[:2])
-    if version not in TESTED_TORCH:
-        return [f"torch {version[0]}.{version[1]} (read for {TESTED_TORCH})"]
+    from .versions import torch_release
+
+    if torch_release() not in TESTED_TORCH:
+        return [f"torch {torch.__version__} (read for {TESTED_TORCH})"]
     from torch.utils._triton import has_triton
 
     if not has_triton():
