@@ -7,7 +7,8 @@ the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``
 tables (``index_tables``), three code generation facts (``divisibility``,
 ``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
 kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``), Inductor's
-static launcher for the package's own Triton kernels (``static_launch``), the
+static launcher for the package's own Triton kernels (``static_launch``), launches of the
+package's kernels without ``CachingAutotuner.run``'s per-launch work (``cached_launch``), the
 vector loads and stores of the package's CPU gathers (``cpu_gathers``), unmasked stores of its
 C++ kernels' short vectors (``cpu_stores``) and each OpenMP thread's own copy of those kernels'
 sizes (``cpu_sizes``). It returns a callable that
@@ -20,8 +21,8 @@ from collections.abc import Callable
 
 import torch
 
-from . import (aten_kernels, cpu_gathers, cpu_sizes, cpu_stores, divisibility, index_tables, package_kernels, positive_sizes,
-               repeat, size_variants, static_launch)
+from . import (aten_kernels, cached_launch, cpu_gathers, cpu_sizes, cpu_stores, divisibility, index_tables, package_kernels,
+               positive_sizes, repeat, size_variants, static_launch)
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -114,6 +115,8 @@ def install(decompositions: dict) -> Callable[[], None]:
     if not missing_codegen_hooks():
         undo += [divisibility.install(), positive_sizes.install(), package_kernels.install(), size_variants.install()]
     undo.append(static_launch.install())
+    # after size_variants: a kernel with variants launches through them
+    undo.append(cached_launch.install())
     undo.append(cpu_gathers.install())
     undo.append(cpu_stores.install())
     undo.append(cpu_sizes.install())

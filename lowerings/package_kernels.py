@@ -13,6 +13,8 @@ A kernel holds a package node where one of its buffers was traced from a nearest
   is a size or stride of those buffers, or a product of them that an index expression forms, so
   it is below 2**31 too: such kernels get ``i32`` size arguments (x2 bf16 channels-last forward
   with dynamic shapes on an H200: 135 -> 97 us, docs/findings.md).
+* **a mark** in their ``inductor_meta`` (``PACKAGE``), by which a loaded kernel is known as one
+  of the package's (``lowerings.cached_launch``).
 
 Nothing changes for other kernels, kernels that index in 64 bits, or the C++ wrapper (whose
 argument declarations do not read this signature).
@@ -33,6 +35,10 @@ PACKAGE_OPS = frozenset(
     for rank in (1, 2, 3)
     for suffix in ("", "_backward")
 )
+
+
+# ``inductor_meta`` key of a kernel that holds package nodes.
+PACKAGE = "decomps_package"
 
 
 def _buffers(node_schedule) -> list:
@@ -204,7 +210,8 @@ def symbolic_size_args(args, signature: dict[str, str]) -> list[str]:
 
 @classmethod
 def inductor_meta_common(cls) -> dict:
-    """Inductor's kernel metadata; a kernel with ``i32`` symbolic size arguments names them
+    """Inductor's kernel metadata; a kernel that holds package nodes says so (``PACKAGE``, for
+    ``lowerings.cached_launch``), and one with ``i32`` symbolic size arguments names them
     (``lowerings.size_variants``), with its flat form where it has one (``lowerings.flat_sources``)
     and whether it is compiled for CUDA graphs."""
     from torch._inductor import config
@@ -214,6 +221,8 @@ def inductor_meta_common(cls) -> dict:
     from .size_variants import CUDA_GRAPHS, SIZE_ARGS
 
     meta = _stock["inductor_meta_common"](cls)
+    if package_buffers(getattr(getattr(V.kernel, "features", None), "node_schedule", ())):
+        meta[PACKAGE] = True
     names = getattr(V.kernel, "_decomps_size_args", None)
     if names:
         meta[SIZE_ARGS] = list(names)

@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from . import flat_sources
 from ._undo import replace_attribute
+from .cached_launch import launcher_alone
 from .flat_sources import FLAT
 
 log = logging.getLogger(__name__)
@@ -201,19 +202,14 @@ class FlatLaunch:
 
 def direct_launch(variant) -> Callable | None:
     """What ``variant.run`` calls to launch its kernel once it is tuned, where ``run`` would do
-    nothing else (no cubin to save, no launch to dump); None otherwise. A variant launches through
+    nothing else (``cached_launch.launcher_alone``); None otherwise. A variant launches through
     it, saving ``run``'s preamble (its Python calls are most of what a size variant adds to a
     call's host time), except under the profiler or a ``DebugMode``, which ``run`` tells which
     kernel launches."""
     if isinstance(variant, FlatLaunch):
         launch, arguments = direct_launch(variant.kernel), variant.arguments
         return None if launch is None else lambda *args, stream: launch(*arguments(args), stream=stream)
-    launchers = getattr(variant, "launchers", None)
-    if not launchers or len(launchers) != 1 or getattr(launchers[0], "store_cubin", True):
-        return None
-    if any(getattr(variant, flag, False) for flag in ("dump_launch_params", "dump_launch_tensors")):
-        return None
-    return launchers[0]
+    return launcher_alone(variant)
 
 
 def unmasked(source: str, numel: int, configs) -> str:

@@ -39,7 +39,8 @@ def _fresh(fn):
     """``fn`` with a code object of its own, so that Dynamo compiles it apart from ``fn``."""
     import types
 
-    return types.FunctionType(fn.__code__.replace(co_name=f"{fn.__name__}_{next(_copies)}"), fn.__globals__)
+    return types.FunctionType(fn.__code__.replace(co_name=f"{fn.__name__}_{next(_copies)}"), fn.__globals__,
+                              None, fn.__defaults__, fn.__closure__)
 
 
 def _clear_kernel_caches():
@@ -73,23 +74,6 @@ def _scope(setting: str):
     if setting == "Triton's launcher":
         return mock.patch.object(static_launch, "is_package_kernel", lambda autotuner: False)
     return contextlib.nullcontext()
-
-
-def _column(x, g, dynamic: bool, backward: bool, setting: str):
-    """One compiled call of the row, compiled now in ``_scope(setting)``: the call, its first
-    result, its kernels' launchers and the source of its generated modules."""
-    import torch
-
-    compiled = torch.compile(_fresh(_interpolate), dynamic=dynamic)
-
-    def call():
-        out = compiled(x)
-        return torch.autograd.grad(out, x, g) if backward else out
-
-    _clear_kernel_caches()
-    with _scope(setting):
-        result = call()
-    return call, result, _launchers(), _sources()
 
 
 def _sources() -> str:
@@ -148,10 +132,6 @@ def _host_profile(call, calls: int = 200) -> dict:
 
 def rows(rounds: int, out_dir: Path):
     import torch
-    from torch._dynamo.utils import counters
-    from triton.testing import do_bench
-
-    from perf.probes import back_to_back_us, kernel_time
 
     for label, shape, dtype in ROWS:
         for dynamic in (False, True):
@@ -161,38 +141,73 @@ def rows(rounds: int, out_dir: Path):
                 x = torch.randn(shape, device="cuda", dtype=getattr(torch, dtype), requires_grad=backward)
                 out_shape = (*shape[:2], *(2 * s for s in shape[2:]))
                 g = torch.randn(out_shape, device="cuda", dtype=x.dtype)
-                columns, results, launchers = {}, {}, {}
+                columns = {}
                 for setting in SETTINGS:
-                    columns[setting], results[setting], launchers[setting], source = _column(
-                        x, g, dynamic, backward, setting)
-                    (out_dir / "sources").mkdir(parents=True, exist_ok=True)
-                    slug = re.sub(r"[^a-z0-9]+", "-", f"{name} {setting}".lower()).strip("-")
-                    (out_dir / "sources" / f"{slug}.py").write_text(source)
-                mine = results["static launcher"] if backward else [results["static launcher"]]
-                exact = {s: all(map(torch.equal, results[s] if backward else [results[s]], mine)) for s in SETTINGS}
-                graphs = counters["stats"]["unique_graphs"]
-                for s, call in columns.items():
-                    for _ in range(10):
-                        call()
-                b2b = {s: [] for s in SETTINGS}
-                latency = {s: [] for s in SETTINGS}
-                for _ in range(rounds):
-                    for s, call in columns.items():
-                        b2b[s].append(back_to_back_us(call, BACK_TO_BACK))
-                        latency[s].append(do_bench(call, warmup=10, rep=50, return_mode="median") * 1000)
-                record = {"row": label, "dynamic": dynamic, "backward": backward,
-                          "graphs compiled while timed": counters["stats"]["unique_graphs"] - graphs}
-                for s, call in columns.items():
-                    record[s] = {
-                        "equal": exact[s],
-                        "back to back, best / median round (us)": [round(min(b2b[s]), 1), round(statistics.median(b2b[s]), 1)],
-                        "do_bench, best / median round (us)": [round(min(latency[s]), 1), round(statistics.median(latency[s]), 1)],
-                        "kernels (us)": round(kernel_time(call), 1),
-                        "launchers": launchers[s],
-                        "kernel names": _kernel_names(call),
-                        **_host_profile(call),
-                    }
-                yield name, record
+                    with _scope(setting):
+                        columns[setting] = compiled_column(_interpolate, x, g, dynamic, backward)
+                record = {"row": label, "dynamic": dynamic, "backward": backward}
+                yield name, {**record, **timed_columns(name, columns, rounds, out_dir)}
+
+
+def compiled_column(fn, x, g, dynamic: bool, backward: bool):
+    """``fn(x)`` (with ``backward``, its gradient for ``g``) compiled now, in the caller's
+    context, apart from any other column: the call, its first result, its kernels' launchers
+    and the source of its generated modules."""
+    import torch
+
+    compiled = torch.compile(_fresh(fn), dynamic=dynamic)
+
+    def call():
+        out = compiled(x)
+        return torch.autograd.grad(out, x, g) if backward else out
+
+    _clear_kernel_caches()
+    result = call()
+    return call, result, _launchers(), _sources()
+
+
+def timed_columns(name: str, columns: dict, rounds: int, out_dir: Path) -> dict:
+    """Per column (``compiled_column``'s, by setting; the last one the reference): whether its
+    results equal the last column's, back-to-back and ``do_bench`` times over ``rounds``
+    interleaved rounds, kernel time, launchers, kernel names and Python calls; each column's
+    generated modules go to ``out_dir/sources/``."""
+    import torch
+    from torch._dynamo.utils import counters
+    from triton.testing import do_bench
+
+    from perf.probes import back_to_back_us, kernel_time
+
+    def flat(result):
+        return list(result) if isinstance(result, (tuple, list)) else [result]
+
+    (out_dir / "sources").mkdir(parents=True, exist_ok=True)
+    for setting, (_, _, _, source) in columns.items():
+        slug = re.sub(r"[^a-z0-9]+", "-", f"{name} {setting}".lower()).strip("-")
+        (out_dir / "sources" / f"{slug}.py").write_text(source)
+    reference = flat(list(columns.values())[-1][1])
+    graphs = counters["stats"]["unique_graphs"]
+    calls = {setting: column[0] for setting, column in columns.items()}
+    for call in calls.values():
+        for _ in range(10):
+            call()
+    b2b = {s: [] for s in calls}
+    latency = {s: [] for s in calls}
+    for _ in range(rounds):
+        for s, call in calls.items():
+            b2b[s].append(back_to_back_us(call, BACK_TO_BACK))
+            latency[s].append(do_bench(call, warmup=10, rep=50, return_mode="median") * 1000)
+    record = {"graphs compiled while timed": counters["stats"]["unique_graphs"] - graphs}
+    for s, (call, result, launchers, _) in columns.items():
+        record[s] = {
+            "equal": all(map(torch.equal, flat(result), reference)),
+            "back to back, best / median round (us)": [round(min(b2b[s]), 1), round(statistics.median(b2b[s]), 1)],
+            "do_bench, best / median round (us)": [round(min(latency[s]), 1), round(statistics.median(latency[s]), 1)],
+            "kernels (us)": round(kernel_time(call), 1),
+            "launchers": launchers,
+            "kernel names": _kernel_names(call),
+            **_host_profile(call),
+        }
+    return record
 
 
 def main(argv=None) -> int:

@@ -255,3 +255,21 @@ def test_static_launch_probe_compiles_each_column_apart():
         static_launch_probe._interpolate)
     assert f.__code__ is not g.__code__ and f.__code__.co_name != g.__code__.co_name
     assert f.__code__.co_code == static_launch_probe._interpolate.__code__.co_code
+
+
+def test_cached_launch_probe_columns():
+    """The "through run" column compiles with no kernel taken for the package's; the other as
+    installed. Each row's function is the interpolation it names."""
+    import torch
+
+    from lowerings import cached_launch, package_kernels
+    from perf.probes import cached_launch_probe
+
+    marked = type("Tuner", (), {"inductor_meta": {package_kernels.PACKAGE: True}})()
+    with cached_launch_probe._scope("through run"):
+        assert not cached_launch.is_package_kernel(marked)
+    with cached_launch_probe._scope("cached launch"):
+        assert cached_launch.is_package_kernel(marked)
+    x = torch.arange(6.0).reshape(1, 1, 6)
+    fn = cached_launch_probe._interpolation("nearest", {"scale_factor": 2})
+    assert torch.equal(fn(x), x.repeat_interleave(2, dim=-1))
