@@ -151,9 +151,11 @@ def rows(rounds: int, out_dir: Path):
 
 def compiled_column(fn, x, g, dynamic: bool, backward: bool):
     """``fn(x)`` (with ``backward``, its gradient for ``g``) compiled now, in the caller's
-    context, apart from any other column: the call, its first result, its kernels' launchers
-    and the source of its generated modules."""
+    context, apart from any other column: the call, its first result, its kernels' launchers,
+    the source of its generated modules and the number of graphs it compiled (0: Dynamo ran
+    ``fn`` eagerly)."""
     import torch
+    from torch._dynamo.utils import counters
 
     compiled = torch.compile(_fresh(fn), dynamic=dynamic)
 
@@ -162,8 +164,9 @@ def compiled_column(fn, x, g, dynamic: bool, backward: bool):
         return torch.autograd.grad(out, x, g) if backward else out
 
     _clear_kernel_caches()
+    graphs = counters["stats"]["unique_graphs"]
     result = call()
-    return call, result, _launchers(), _sources()
+    return call, result, _launchers(), _sources(), counters["stats"]["unique_graphs"] - graphs
 
 
 def timed_columns(name: str, columns: dict, rounds: int, out_dir: Path) -> dict:
@@ -181,7 +184,7 @@ def timed_columns(name: str, columns: dict, rounds: int, out_dir: Path) -> dict:
         return list(result) if isinstance(result, (tuple, list)) else [result]
 
     (out_dir / "sources").mkdir(parents=True, exist_ok=True)
-    for setting, (_, _, _, source) in columns.items():
+    for setting, (_, _, _, source, _) in columns.items():
         slug = re.sub(r"[^a-z0-9]+", "-", f"{name} {setting}".lower()).strip("-")
         (out_dir / "sources" / f"{slug}.py").write_text(source)
     reference = flat(list(columns.values())[-1][1])
@@ -197,8 +200,9 @@ def timed_columns(name: str, columns: dict, rounds: int, out_dir: Path) -> dict:
             b2b[s].append(back_to_back_us(call, BACK_TO_BACK))
             latency[s].append(do_bench(call, warmup=10, rep=50, return_mode="median") * 1000)
     record = {"graphs compiled while timed": counters["stats"]["unique_graphs"] - graphs}
-    for s, (call, result, launchers, _) in columns.items():
+    for s, (call, result, launchers, _, compiled_graphs) in columns.items():
         record[s] = {
+            "graphs compiled": compiled_graphs,
             "equal": all(map(torch.equal, flat(result), reference)),
             "back to back, best / median round (us)": [round(min(b2b[s]), 1), round(statistics.median(b2b[s]), 1)],
             "do_bench, best / median round (us)": [round(min(latency[s]), 1), round(statistics.median(latency[s]), 1)],
