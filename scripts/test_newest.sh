@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The newest tested torch release (decomps/_install.py: NEWEST_TESTED_TORCH) in its own env,
-# .venv-newest: the install, compile, backward, repeat-lowering, static-launch and export tests, and those of the
+# .venv-newest: the install, compile, backward, repeat-lowering, static- and cached-launch and export tests, and those of the
 # C++ code generation hooks (gathers, private sizes, short stores, the vector width), in two
 # pytest-xdist workers as scripts/test.sh. Extra args go to pytest.
 set -euo pipefail
