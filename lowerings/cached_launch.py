@@ -52,6 +52,18 @@ def _new(cls: type):
     return cls.__new__(cls)
 
 
+def kernel_subclass(base: type, prefix: str, run: Callable, private: str) -> type:
+    """A subclass of the kernel class ``base`` with its own ``run``, which keeps launchers in the
+    attribute ``private``. Its copies and pickles (Inductor's cache of statically launched kernels
+    deep-copies a loaded kernel) are ``base`` instances without it: launchers do not pickle."""
+
+    def __reduce_ex__(self, protocol):
+        state = {k: v for k, v in self.__getstate__().items() if k != private}
+        return (_new, (base,), state)
+
+    return type(f"{prefix}{base.__name__}", (base,), {"run": run, "__reduce_ex__": __reduce_ex__, "__module__": __name__})
+
+
 def launch_class(base: type) -> type:
     """``base`` whose ``run`` calls its launcher directly once a launch through ``base.run``
     has left it ``launcher_alone``."""
@@ -72,15 +84,7 @@ def launch_class(base: type) -> type:
                 self._decomps_launch = launcher_alone(self)
             return result
 
-        def __reduce_ex__(self, protocol):
-            # Copies and pickles (Inductor's cache of statically launched kernels deep-copies a
-            # loaded kernel) are stock kernels: their launchers do not pickle.
-            state = {k: v for k, v in self.__getstate__().items() if k != "_decomps_launch"}
-            return (_new, (base,), state)
-
-        _classes[base] = type(
-            f"CachedLaunch{base.__name__}", (base,), {"run": run, "__reduce_ex__": __reduce_ex__, "__module__": __name__}
-        )
+        _classes[base] = kernel_subclass(base, "CachedLaunch", run, "_decomps_launch")
     return _classes[base]
 
 

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 from . import flat_sources
 from ._undo import replace_attribute
-from .cached_launch import launcher_alone
+from .cached_launch import kernel_subclass, launcher_alone
 from .flat_sources import FLAT
 
 log = logging.getLogger(__name__)
@@ -333,10 +333,6 @@ _installed: list[bool] = []  # one entry while installed
 _variant_classes: dict[type, type] = {}
 
 
-def _new(cls: type):
-    return cls.__new__(cls)
-
-
 def _variant_class(base: type) -> type:
     """``base`` whose ``run`` launches a size variant where one is compiled."""
     if base not in _variant_classes:
@@ -365,15 +361,8 @@ def _variant_class(base: type) -> type:
             sizes.seen(self, key, args, stream)
             return result
 
-        def __reduce_ex__(self, protocol):
-            # Copies and pickles (Inductor's cache of statically launched kernels deep-copies a
-            # loaded kernel) are stock kernels without the variants, whose launchers do not pickle.
-            state = {k: v for k, v in self.__getstate__().items() if k != "_decomps_sizes"}
-            return (_new, (base,), state)
-
-        _variant_classes[base] = type(
-            f"SizeVariants{base.__name__}", (base,), {"run": run, "__reduce_ex__": __reduce_ex__, "__module__": __name__}
-        )
+        # copies and pickles are stock kernels without the variants
+        _variant_classes[base] = kernel_subclass(base, "SizeVariants", run, "_decomps_sizes")
     return _variant_classes[base]
 
 

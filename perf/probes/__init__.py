@@ -121,6 +121,20 @@ def probe_main(name: str, rows, argv=None) -> int:
     return 0
 
 
+def probe_main_rounds(name: str, rows, rounds: int, argv=None) -> int:
+    """``probe_main`` of a probe whose ``rows(rounds, out_dir)`` takes a number of timing rounds:
+    ``python -m perf.probes.NAME OUT_DIR [--rounds N]`` (``rounds`` by default)."""
+    import sys
+    from pathlib import Path
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--rounds" in argv:
+        i = argv.index("--rounds")
+        rounds = int(argv[i + 1])
+        del argv[i:i + 2]
+    return probe_main(name, lambda: rows(rounds, Path(argv[0])), argv)
+
+
 def cpu_rows(name: str, out_dir, threads, rows, measure) -> int:
     """``main``'s loop of a CPU probe: ``measure(n, *row)`` for each thread count ``n`` and row,
     printed as it comes; all records go to ``OUT_DIR/NAME.json``, and the process's thread count

@@ -13,7 +13,6 @@ columns (``timed_columns``): back to back, ``do_bench``, kernels, Python calls p
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 ROUNDS = 6
@@ -82,15 +81,9 @@ def rows(rounds: int, out_dir: Path):
 
 
 def main(argv=None) -> int:
-    from perf.probes import probe_main
+    from perf.probes import probe_main_rounds
 
-    argv = sys.argv[1:] if argv is None else list(argv)
-    rounds = ROUNDS
-    if "--rounds" in argv:
-        i = argv.index("--rounds")
-        rounds = int(argv[i + 1])
-        del argv[i:i + 2]
-    return probe_main("cached_launch_probe", lambda: rows(rounds, Path(argv[0])), argv)
+    return probe_main_rounds("cached_launch_probe", rows, ROUNDS, argv)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
-import sys
 from pathlib import Path
 
 ROUNDS = 6
@@ -215,15 +214,9 @@ def timed_columns(name: str, columns: dict, rounds: int, out_dir: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    from perf.probes import probe_main
+    from perf.probes import probe_main_rounds
 
-    argv = sys.argv[1:] if argv is None else list(argv)
-    rounds = ROUNDS
-    if "--rounds" in argv:
-        i = argv.index("--rounds")
-        rounds = int(argv[i + 1])
-        del argv[i:i + 2]
-    return probe_main("static_launch_probe", lambda: rows(rounds, Path(argv[0])), argv)
+    return probe_main_rounds("static_launch_probe", rows, ROUNDS, argv)
 
 
 if __name__ == "__main__":
