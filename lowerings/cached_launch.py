@@ -3,9 +3,9 @@
 Torch 2.11's ``CachingAutotuner.run`` does the same work before every launch: it asks for a
 ``DebugMode``, defines an allocator and hands it to Triton, checks the launcher count, the
 coordinate-descent flag, the cubin and dump flags and the profiler, and only then calls its one
-launcher. On an H200 that is 2.4-3 us of host time per launch (a launcher alone 7.3-11.5 us,
-through ``run`` 9.7-14.5; docs/findings.md, finding 8), which decides rows whose kernels finish
-before the host has launched them. Torch 2.13 and later cache the launcher after a kernel's
+launcher: 5 Python calls per launch. On an H200, a compiled forward whose kernels finish before
+the host has launched them took 3.7-4.8 us less per call without it, back to back
+(docs/findings.md, finding 8). Torch 2.13 and later cache the launcher after a kernel's
 first launch and skip that work on later ones (``CachingAutotuner._cached_launcher``), for every
 kernel.
 
@@ -20,7 +20,6 @@ and its arguments are ``run``'s, so are the results. Kernels with size variants
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from ._undo import replace_attribute
@@ -29,7 +28,6 @@ from ._undo import replace_attribute
 # the launcher themselves.
 TESTED_TORCH = ((2, 11),)
 
-log = logging.getLogger(__name__)
 _stock: dict[str, Callable] = {}
 _classes: dict[type, type] = {}
 
