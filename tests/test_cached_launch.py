@@ -10,6 +10,7 @@ from unittest import mock
 
 import torch
 import torch.nn.functional as F
+from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
 from torch.testing._internal.common_utils import TestCase
 
@@ -93,7 +94,6 @@ def test_copies_and_pickles_are_stock_kernels():
 
 def _tuner(meta=None, source="def k(x):\n    pass\n"):
     from torch._inductor.runtime.hints import HeuristicType
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     tuner = CachingAutotuner.__new__(CachingAutotuner)
     tuner.inductor_meta = dict(meta or {})
@@ -104,8 +104,6 @@ def _tuner(meta=None, source="def k(x):\n    pass\n"):
 
 
 def test_precompile_gives_package_kernels_the_cached_launch(monkeypatch):
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
     monkeypatch.setattr(cached_launch, "_stock", {"precompile": lambda self, *args, **kwargs: "precompiled"})
     monkeypatch.setattr(static_launch, "is_package_kernel", lambda tuner: tuner.fn.src == "repeat_rows")
     marked, repeat, other = _tuner({package_kernels.PACKAGE: True}), _tuner(source="repeat_rows"), _tuner()
@@ -133,8 +131,6 @@ def test_checked_torch_versions_only(monkeypatch):
 
 
 def test_install_and_undo(monkeypatch):
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
     stock = CachingAutotuner.__dict__["precompile"]
     monkeypatch.setattr(cached_launch, "_stock", {})
     monkeypatch.setattr(cached_launch, "missing_hooks", lambda: [])
@@ -148,7 +144,6 @@ def _loaded_kernels(codes) -> dict:
     """The Triton kernels (``CachingAutotuner``) of the generated modules whose source is in
     ``codes``, by name."""
     from torch._inductor.codecache import PyCodeCache
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     kernels = {}
     for module in [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]:
@@ -164,7 +159,6 @@ class TestCachedLaunch(TestCase):
     results stay eager's."""
 
     def _check(self, f, inputs, dynamic):
-        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
         from torch._inductor.utils import run_and_get_code
 
         torch._dynamo.reset()
@@ -188,7 +182,7 @@ class TestCachedLaunch(TestCase):
         """Where this torch caches launchers itself (2.13 and later) nothing is installed and
         every kernel launches through ``run``."""
         installed = not cached_launch.missing_hooks()
-        launch_class = cached_launch.launch_class(triton_heuristics().CachingAutotuner)
+        launch_class = cached_launch.launch_class(CachingAutotuner)
         cases = [
             # the package's Triton repeat: a user-defined kernel of the generated code
             (lambda x: (F.interpolate(x, scale_factor=2, mode="nearest"), x.sin()),
@@ -217,12 +211,6 @@ class TestCachedLaunch(TestCase):
                     self.assertNotIn(kernels[name], runs, name)
                 if not dynamic and installed:
                     self.assertEqual(cached, package)
-
-
-def triton_heuristics():
-    from torch._inductor.runtime import triton_heuristics
-
-    return triton_heuristics
 
 
 instantiate_device_type_tests(TestCachedLaunch, globals(), only_for=("cuda",))
