@@ -121,8 +121,10 @@ def _triton_call(kernel, src, out, factors, **slice_args):
     narrow, wide = (size, repeated_shape(size, factors)) if forward else (summed_shape(size, factors), size)
     sizevars = V.graph.sizevars
     hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
-    # Block sizes from the example sizes: the kernel is exact for any of them (masks).
-    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, src.get_dtype().itemsize)
+    # Block sizes and stores from the example sizes: the kernel is exact for any of them (masks).
+    itemsize = src.get_dtype().itemsize
+    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, itemsize,
+                                         out_bytes=hint(_product(wide)) * itemsize)
     rows = _product((wide if forward else narrow)[:-1])
     grid = [(triton_repeat.programs(rows, wide[-1], config, forward, CeilDiv), 1, 1)]
     n = len(factors)

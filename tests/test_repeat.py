@@ -7,6 +7,7 @@ order; the result is eager's everywhere.
 from __future__ import annotations
 
 import re
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -204,8 +205,38 @@ class TestRepeatCat(TestCase):
             self.assertTrue(torch.equal(a, e))
 
 
+class TestStreamingStores(TestCase):
+    """CUDA: the forward kernel's stores stream from ``triton_repeat.STREAM_STORE_BYTES`` of the
+    output its launch writes (a cat's slice: that slice), with eager's values."""
+
+    @parametrize("dynamic", [False, True])
+    @parametrize("site", ["alone", "unet skip cat"])
+    def test_stores(self, device, site, dynamic):
+        from decomps import triton_repeat
+
+        fn = SITES[site][0]
+        x = torch.randn(2, 3, 8, 16, device=device, dtype=torch.bfloat16)
+        b = torch.randn(2, 3, 16, 32, device=device, dtype=torch.bfloat16)
+        written = 2 * 3 * 16 * 32 * 2  # bytes of the repeat's output, and of the copied skip
+        original = triton_repeat.launch_config
+        for threshold, stream in ((written, True), (written + 1, False)):
+            configs = []
+
+            def launch_config(*args, **kwargs):
+                configs.append(original(*args, **kwargs))
+                return configs[-1]
+
+            with mock.patch.object(triton_repeat, "STREAM_STORE_BYTES", threshold), \
+                 mock.patch.object(triton_repeat, "launch_config", launch_config):
+                out, code = _compiled_code(fn, dynamic, x, b)
+            self.assertTrue(torch.equal(out, fn(x, b)))
+            self.assertTrue(_runs(FORWARD, code), code)
+            self.assertEqual([c["STREAM"] for c in configs], [stream] * (1 if site == "alone" else 2))
+
+
 instantiate_device_type_tests(TestRepeatLowering, globals(), only_for=("cpu", "cuda"))
 instantiate_device_type_tests(TestRepeatCat, globals(), only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestStreamingStores, globals(), only_for=("cuda",))
 
 if __name__ == "__main__":
     run_tests()

@@ -108,6 +108,24 @@ class TestTritonRepeat(_Checks):
             self._check_backward(g, (2, 2), "x2")
         self.assertEqual(spy.call_count, 1)
 
+    def test_streaming_stores(self, device):
+        from decomps import triton_repeat
+
+        # the rule: forwards writing STREAM_STORE_BYTES or more stream; the backward never does
+        threshold = triton_repeat.STREAM_STORE_BYTES
+        for out_bytes, stream in ((threshold, True), (threshold - 1, False), (0, False)):
+            self.assertEqual(triton_repeat.launch_config(256, [2, 2], True, 4, out_bytes=out_bytes)["STREAM"], stream)
+        self.assertNotIn("STREAM", triton_repeat.launch_config(256, [2, 2], False, 4, out_bytes=threshold))
+        # streamed stores write eager's values
+        for (spatial, factors), dtype in itertools.product(CASES, DTYPES):
+            if factors[-1] not in repeat_kernels.TRITON_INNERMOST_FACTORS:
+                continue
+            x = _random((2, 3, *spatial), dtype, device)
+            out = x.new_empty(repeat_kernels.repeated_shape(x.shape, factors))
+            config = triton_repeat.launch_config(out.shape[-1], factors, True, x.element_size(), out_bytes=threshold)
+            triton_repeat.repeat(x, out, factors, config=config)
+            self.assertTrue(torch.equal(out, _eager_forward(x, factors)), f"{dtype} {list(x.shape)} x {factors}")
+
 
 instantiate_device_type_tests(TestRepeatKernels, globals(), only_for=("cpu", "cuda"))
 instantiate_device_type_tests(TestTritonRepeat, globals(), only_for=("cuda",))

@@ -10,7 +10,9 @@ each ``(elements, max_block_w, num_warps)`` of ``CONFIGS`` (``triton_repeat.laun
 each result checked against the default launch's (``torch.equal``; the default forward's against
 eager's); and two other forms of the forward (``_variants``, in a 2-d grid of row blocks by column
 blocks): each output word of ``KW`` copies written as one wider integer (``repeat_rows_packed``),
-and Inductor's per-element ``w // KW`` load (``repeat_rows_index``). Writes ``OUT_DIR/repeat_launch_probe.json``.
+and Inductor's per-element ``w // KW`` load (``repeat_rows_index``); and the default forward launch
+with plain and with streaming stores (``STREAM``, ``triton_repeat.STREAM_STORE_BYTES``), five
+interleaved rounds. Writes ``OUT_DIR/repeat_launch_probe.json``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ REPEAT_ROWS = [
     ((8, 256, 128, 128), torch.float32, CL, 2),
     ((8, 256, 128, 128), torch.bfloat16, CL, 2),
     ((8, 256, 128, 128), torch.bfloat16, CONTIGUOUS, 4),
+    ((8, 256, 128, 128), torch.float32, CONTIGUOUS, 4),
     ((2, 32, 64, 64, 64), torch.float32, CONTIGUOUS, 2),
     ((2, 32, 64, 64, 64), torch.bfloat16, CONTIGUOUS, 2),
 ]
@@ -142,6 +145,28 @@ def _direct(x, g, factor, expected) -> dict:
     return record
 
 
+def _stores(x, factor, expected, rounds: int = 5) -> dict:
+    """The default forward launch with plain and with streaming stores (``STREAM``), in
+    interleaved rounds: each one's lowest and median kernel time."""
+    from decomps import repeats, triton_repeat
+
+    x_rows, factors, back = repeats.channels_last_rows(x, [factor] * (x.dim() - 2))
+    out = x_rows.new_empty(repeats.repeat(x_rows, factors).shape)
+    launches = {}
+    for stream in (False, True):
+        config = triton_repeat.launch_config(out.shape[-1], factors, True, x.element_size())
+        launches["streaming" if stream else "plain"] = (
+            lambda config={**config, "STREAM": stream}: triton_repeat.repeat(x_rows, out, factors, config=config))
+    times = {name: [] for name in launches}
+    for _ in range(rounds):
+        for name, launch in launches.items():
+            out.zero_()
+            launch()
+            assert torch.equal(back(out), expected), name
+            times[name].append(kernel_time(launch))
+    return {name: {"min": min(t), "median": sorted(t)[len(t) // 2]} for name, t in times.items()}
+
+
 def rows():
     import torch.nn.functional as F
 
@@ -160,6 +185,7 @@ def rows():
         record["package"] = _compiled_kernels(f, x, g)
         record["variants"] = _variants(x, factor, expected)
         record["direct"] = _direct(x, g, factor, expected)
+        record["stores"] = _stores(x, factor, expected)
         record["best"] = {
             d: min((t, k) for k, t in record["direct"].items() if k.startswith(d)) for d in ("forward", "backward")
         }
