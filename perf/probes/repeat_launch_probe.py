@@ -149,9 +149,10 @@ def _stores(x, factor, expected, rounds: int = 5) -> dict:
     """The default forward launch with plain and with streaming stores (``STREAM``), in
     interleaved rounds: each one's lowest and median kernel time."""
     from decomps import repeats, triton_repeat
+    from decomps.repeat_kernels import repeated_shape
 
     x_rows, factors, back = repeats.channels_last_rows(x, [factor] * (x.dim() - 2))
-    out = x_rows.new_empty(repeats.repeat(x_rows, factors).shape)
+    out = x_rows.new_empty(repeated_shape(x_rows.shape, factors))
     launches = {}
     for stream in (False, True):
         config = triton_repeat.launch_config(out.shape[-1], factors, True, x.element_size())
