@@ -153,11 +153,11 @@ def _stores(x, factor, expected, rounds: int = 5) -> dict:
 
     x_rows, factors, back = repeats.channels_last_rows(x, [factor] * (x.dim() - 2))
     out = x_rows.new_empty(repeated_shape(x_rows.shape, factors))
-    launches = {}
-    for stream in (False, True):
-        config = triton_repeat.launch_config(out.shape[-1], factors, True, x.element_size())
-        launches["streaming" if stream else "plain"] = (
-            lambda config={**config, "STREAM": stream}: triton_repeat.repeat(x_rows, out, factors, config=config))
+    config = triton_repeat.launch_config(out.shape[-1], factors, True, x.element_size())
+    launches = {
+        name: (lambda config={**config, "STREAM": stream}: triton_repeat.repeat(x_rows, out, factors, config=config))
+        for name, stream in (("plain", False), ("streaming", True))
+    }
     times = {name: [] for name in launches}
     for _ in range(rounds):
         for name, launch in launches.items():
