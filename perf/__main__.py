@@ -133,13 +133,16 @@ def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
 
 def child_env(cache_dir: Path, device: int | None = None) -> dict[str, str]:
     """The parent's environment with a private Inductor and Triton cache (and, for a shard, its
-    one visible CUDA device)."""
+    one visible CUDA device and no compile workers)."""
     env = dict(os.environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
     env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
     env["PYTHONUNBUFFERED"] = "1"
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(device)
+        # A shard compiles in its own process, on one core: a pool of compile workers busy on its
+        # CPU slice slows the host-bound rows that the other shards time meanwhile (docs/perf.md).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     return env
 
 

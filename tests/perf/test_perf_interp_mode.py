@@ -662,6 +662,12 @@ def test_each_shard_times_on_its_own_cpus():
     assert orchestrator.shard_cpus([0, 1], (2, 4)) == [0, 1]  # fewer CPUs than shards: all of them
 
 
+def test_a_shard_compiles_without_workers(tmp_path):
+    shard, alone = orchestrator.child_env(tmp_path / "a", device=3), orchestrator.child_env(tmp_path / "b")
+    assert shard["CUDA_VISIBLE_DEVICES"] == "3" and shard["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert alone.get("TORCHINDUCTOR_COMPILE_THREADS") == os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+
+
 def test_behind_times_only_the_rows_a_report_lists_as_behind(monkeypatch, tmp_path):
     """``--behind PR.pkl NIGHTLY.pkl``: the cases of the run's matrix whose rows that report lists
     as behind (a host-bound row behind eager is not listed), and no others."""
