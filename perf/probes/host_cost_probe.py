@@ -1,6 +1,6 @@
 """How much of a compiled training step is host time (docs/findings.md, finding 8).
 
-Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck|behind] [--rounds N]``
+Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck|behind|batch4] [--rounds N]``
 
 For fwd+bwd rows whose GPU kernels are shorter than the step, with ``dynamic=True``: each row's
 compiled step, the same graph at a tiny shape of the same layout (kernels of a few us, so its step
@@ -18,7 +18,8 @@ compiled step bounds from below the step of any formulation of the upsampling), 
 for the two full-size compiled steps the functions with the most host time (``cProfile``, own
 time) and the CUDA runtime calls that wait, copy or allocate. ``--rows behind``: the training
 steps whose eager step is within about 100 us over the empty compiled step, each with its
-kernels by name and its host profile. Prints, and writes to
+kernels by name and its host profile; ``--rows batch4`` the same for three batch-4 contiguous
+nearest-exact steps, with tiny twins. Prints, and writes to
 ``OUT_DIR/host_cost[-ROWS]-<pr|stock>.txt``.
 """
 
@@ -52,6 +53,16 @@ BEHIND_ROWS = {
     _DOWN_CL: ROWS[_DOWN_CL],
     "nearest x1.5 (8,64,200,200) f16":
         ((8, 64, 200, 200), 1.5, ((8, 64, 8, 8), 1.5), "float16", False, "nearest", False),
+}
+# The batch-4 contiguous nearest-exact steps behind eager with kernels at half of eager's
+# (docs/runs/perf-h200-2026-11-28-in-process-compile.md, section C), with tiny twins.
+BATCH4_ROWS = {
+    "nearest-exact (4,3,1234,1345)->(2345,2456) bf16, symbolic":
+        ((4, 3, 1234, 1345), (2345, 2456), ((4, 3, 12, 13), (23, 24)), "bfloat16", False, "nearest-exact", False),
+    "nearest-exact (4,3,2345,2456)->(1234,1345) f16, symbolic":
+        ((4, 3, 2345, 2456), (1234, 1345), ((4, 3, 23, 24), (12, 13)), "float16", False, "nearest-exact", False),
+    "nearest-exact (4,3,2345,2456)->(1234,1345) f32, literal":
+        ((4, 3, 2345, 2456), (1234, 1345), ((4, 3, 23, 24), (12, 13)), "float32", False, "nearest-exact", True),
 }
 DOWNSAMPLE_ROWS = {
     "nearest bf16 CL, literal": (*_DOWN, "bfloat16", True, "nearest", True),
@@ -193,7 +204,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, stock = Path(argv[0]), "--stock" in argv
     chosen = argv[argv.index("--rows") + 1] if "--rows" in argv else None
-    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}, "behind": BEHIND_ROWS}.get(chosen, ROWS)
+    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}, "behind": BEHIND_ROWS, "batch4": BATCH4_ROWS}.get(chosen, ROWS)
+    by_row = chosen in ("behind", "batch4")  # each row's kernels by name and its host profile
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     if not stock:
         import decomps  # noqa: F401  (installs)
@@ -203,12 +215,12 @@ def main(argv=None) -> int:
     from perf.probes import back_to_back_us
 
     columns = {"empty compiled step": _empty_step()}
-    profiled = ["empty compiled step"] if chosen == "behind" else []
+    profiled = ["empty compiled step"] if by_row else []
     for name, (shape, osize, tiny, dtype, channels_last, mode, literal) in rows.items():
         columns[name], columns[f"{name}, eager"] = _steps(shape, osize, dtype, channels_last, mode, literal)
         if tiny is not None:
             columns[f"{name}, tiny"] = _steps(*tiny, dtype, channels_last, mode, literal)[0]
-        if chosen == "behind":
+        if by_row:
             profiled.append(name)
     if chosen == "neck":
         for dynamic in (True, False):
@@ -241,7 +253,7 @@ def main(argv=None) -> int:
                      f"{count:.0f} | {kernel_us:.1f} | {_python_calls(step):.0f} |")
     report = "\n".join(lines) + "\n"
     for name in profiled:
-        if chosen == "behind":
+        if by_row:
             report += f"\n## {name}: kernels\n{_kernel_names(columns[name])}\n"
         report += f"\n## {name}: host\n{_host_profile(columns[name])}"
     print(report)
