@@ -185,7 +185,7 @@ def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int
 
 def shard_cpus(cpus: list[int], shard: tuple[int, int]) -> list[int]:
     """The I-th of N equal slices of ``cpus`` (all of them where there are fewer than N): a shard's
-    host-bound rows are timed on cores that no other shard, nor its compile workers, use."""
+    host-bound rows are timed on cores that no other shard uses."""
     index, count = shard
     size = len(cpus) // count
     return cpus[(index - 1) * size:index * size] if size else cpus
