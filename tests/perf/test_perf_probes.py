@@ -2,6 +2,7 @@
 docs/findings.md it measures."""
 
 import ast
+import math
 import re
 from pathlib import Path
 
@@ -273,3 +274,27 @@ def test_cached_launch_probe_columns():
     x = torch.arange(6.0).reshape(1, 1, 6)
     fn = cached_launch_probe._interpolation("nearest", {"scale_factor": 2})
     assert torch.equal(fn(x), x.repeat_interleave(2, dim=-1))
+
+
+def test_host_cost_probe_rows_are_harness_steps_with_tiny_twins():
+    """Each step the probe times is a training step of the CUDA matrix (same input, output size,
+    dtype, layout, mode and call form), and its tiny twin keeps the row's rank, layout and
+    direction (up or down) with kernels of a few us."""
+    from perf.cases import CHANNELS_LAST, CONTIGUOUS, make_cases
+    from perf.probes import host_cost_probe
+
+    steps = {(c.shape, c.scale_factor or c.osize, c.dtype, c.memory_format, c.mode, c.call_form == "literal")
+             for c in make_cases("cuda", backward=True) if c.kind == "interp" and c.backward}
+    rows = {**host_cost_probe.ROWS, **host_cost_probe.BEHIND_ROWS, **host_cost_probe.BATCH4_ROWS,
+            **host_cost_probe.DOWNSAMPLE_ROWS}
+    for name, (shape, osize, tiny, dtype, channels_last, mode, literal) in rows.items():
+        layout = CHANNELS_LAST[len(shape) - 2] if channels_last else CONTIGUOUS
+        literal = literal and not isinstance(osize, float)  # a scale factor has one call form
+        assert (shape, osize, dtype, layout, mode, literal) in steps, name
+        if tiny is not None:
+            tiny_shape, tiny_osize = tiny
+            assert len(tiny_shape) == len(shape) and tiny_shape[:2] == shape[:2], name
+            assert math.prod(tiny_shape) <= 2**16, name
+            if not isinstance(osize, float):
+                assert [o > i for o, i in zip(tiny_osize, tiny_shape[2:])] == [
+                    o > i for o, i in zip(osize, shape[2:])], name
