@@ -1,6 +1,6 @@
 """How much of a compiled training step is host time (docs/findings.md, finding 8).
 
-Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck|behind|batch4] [--rounds N]``
+Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows downsamples|neck|behind|batch4|fused] [--rounds N]``
 
 For fwd+bwd rows whose GPU kernels are shorter than the step, with ``dynamic=True``: each row's
 compiled step, the same graph at a tiny shape of the same layout (kernels of a few us, so its step
@@ -19,7 +19,10 @@ for the two full-size compiled steps the functions with the most host time (``cP
 time) and the CUDA runtime calls that wait, copy or allocate. ``--rows behind``: the training
 steps whose eager step is within about 100 us over the empty compiled step, each with its
 kernels by name and its host profile; ``--rows batch4`` the same for three batch-4 contiguous
-nearest-exact steps, with tiny twins. Prints, and writes to
+nearest-exact steps, with tiny twins; ``--rows fused`` the harness's fused training steps (FPN
+merge and UNet skip cat, bf16 nearest, both layouts) with ``dynamic=True`` and ``False``, each
+with its tiny twin and its fused floor (``perf.cases.min_bytes`` over the copy bandwidth measured
+in the same process), and the empty step in both shape modes. Prints, and writes to
 ``OUT_DIR/host_cost[-ROWS]-<pr|stock>.txt``.
 """
 
@@ -132,6 +135,59 @@ def _neck_steps(dynamic: bool, levels=NECK_LEVELS, mode: str | None = None, top_
             lambda: torch.autograd.grad(model(*features), wrt, grad_outputs))
 
 
+# The fused rows' tiny twin: the same batch and channels at 4 x 4 (kernels of a few us).
+TINY_FUSED_SPATIAL = (4, 4)
+
+
+def fused_case(kind: str, memory_format: str, tiny: bool = False):
+    """The harness's bf16 nearest fused training-step case of ``kind`` and ``memory_format``
+    (``perf.cases``, CUDA), or its tiny twin."""
+    from perf.cases import FUSED_TOP_SHAPE, Case, scaled_size
+
+    top = FUSED_TOP_SHAPE["cuda"]
+    if tiny:
+        top = (*top[:2], *TINY_FUSED_SPATIAL)
+    return Case(kind, "cuda", top, "bfloat16", memory_format, "nearest",
+                osize=scaled_size(top[2:], 2), scale_factor=2.0, backward=True)
+
+
+def _fused_steps(case, dynamic: bool):
+    """``case``'s training step as the harness builds it (``perf.bench``), compiled with
+    ``dynamic``, and eager."""
+    import torch
+
+    from perf.bench import build_workload
+
+    work = build_workload(case)
+    compiled = work.runner(torch.compile(work.forward, dynamic=dynamic))
+    eager = work.runner(work.forward)
+    return (lambda: compiled(*work.args)), (lambda: eager(*work.args))
+
+
+def _fused_columns(columns: dict) -> dict:
+    """Adds the fused rows' columns (and the empty step with static shapes); returns each fused
+    row's floor in us."""
+    import torch
+
+    from perf.bench import empty_step_workload, measure_copy_bandwidth
+    from perf.cases import min_bytes
+
+    work = empty_step_workload("cuda")
+    static_empty = work.runner(torch.compile(work.forward, dynamic=False))
+    columns["empty compiled step, dynamic=False"] = lambda: static_empty(*work.args)
+    copy_gbps = measure_copy_bandwidth("cuda", 1, 0.5)
+    floors = {}
+    for kind, layout, dynamic in [(k, f, d) for k in ("fpn_merge", "unet_skip")
+                                  for f in ("contiguous_format", "channels_last") for d in (True, False)]:
+        name, case = f"{kind} bf16 {layout}, dynamic={dynamic}", fused_case(kind, layout)
+        columns[name], eager = _fused_steps(case, dynamic)
+        if dynamic:
+            columns[f"{kind} bf16 {layout}, eager"] = eager
+        columns[f"{name}, tiny"] = _fused_steps(fused_case(kind, layout, tiny=True), dynamic)[0]
+        floors[name] = min_bytes(case) / copy_gbps / 1e3
+    return floors
+
+
 def _host_profile(step, top: int = 25) -> str:
     """The functions with the most own time over ``COUNTED_STEPS`` steps (``cProfile``), and the
     CUDA runtime calls per step that wait for the GPU, copy or allocate."""
@@ -203,7 +259,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out_dir, stock = Path(argv[0]), "--stock" in argv
     chosen = argv[argv.index("--rows") + 1] if "--rows" in argv else None
-    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}, "behind": BEHIND_ROWS, "batch4": BATCH4_ROWS}.get(chosen, ROWS)
+    rows = {"downsamples": DOWNSAMPLE_ROWS, "neck": {}, "behind": BEHIND_ROWS, "batch4": BATCH4_ROWS,
+            "fused": {}}.get(chosen, ROWS)
     by_row = chosen in ("behind", "batch4")  # each row's kernels by name and its host profile
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     if not stock:
@@ -230,6 +287,7 @@ def main(argv=None) -> int:
         columns["FPN neck bf16, dynamic=True, reduce-overhead"] = _neck_steps(True, mode="reduce-overhead")[0]
         name = "FPN neck bf16 without its top-down path, dynamic=True"
         columns[name], columns[f"{name}, eager"] = _neck_steps(True, top_down=False)
+    floors = _fused_columns(columns) if chosen == "fused" else {}
     for step in columns.values():
         for _ in range(5):
             step()
@@ -250,6 +308,10 @@ def main(argv=None) -> int:
         lines.append(f"| {name} | {min(times[name]):.1f} | {statistics.median(times[name]):.1f} | "
                      f"{min(back_to_back[name]):.1f} | {statistics.median(back_to_back[name]):.1f} | "
                      f"{count:.0f} | {kernel_us:.1f} | {_python_calls(step):.0f} |")
+    if floors:
+        lines += ["", "Fused floor (us) and the best round's share of it, do_bench / back to back:", ""]
+        lines += [f"- {name}: floor {floor:.1f}, {100 * floor / min(times[name]):.0f}% / "
+                  f"{100 * floor / min(back_to_back[name]):.0f}%" for name, floor in floors.items()]
     report = "\n".join(lines) + "\n"
     for name in profiled:
         if by_row:

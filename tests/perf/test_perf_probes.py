@@ -298,3 +298,18 @@ def test_host_cost_probe_rows_are_harness_steps_with_tiny_twins():
             if not isinstance(osize, float):
                 assert [o > i for o, i in zip(tiny_osize, tiny_shape[2:])] == [
                     o > i for o, i in zip(osize, shape[2:])], name
+
+
+def test_host_cost_probe_fused_rows_are_harness_steps_with_tiny_twins():
+    """``--rows fused``: each fused step is a case of the CUDA matrix (the same name), and its
+    tiny twin differs only in its spatial sizes, small enough for kernels of a few us."""
+    from perf.cases import make_cases
+    from perf.probes import host_cost_probe
+
+    names = {c.name for c in make_cases("cuda", backward=True)}
+    for kind in ("fpn_merge", "unet_skip"):
+        for layout in ("contiguous_format", "channels_last"):
+            case, tiny = host_cost_probe.fused_case(kind, layout), host_cost_probe.fused_case(kind, layout, tiny=True)
+            assert case.name in names and case.backward, case.name
+            assert tiny.shape[:2] == case.shape[:2] and tiny.kind == kind and tiny.memory_format == layout
+            assert math.prod(tiny.output_shape) <= 2**18 < math.prod(case.output_shape)
