@@ -59,6 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--devices", type=parse_devices, default=None,
                         help="CUDA devices to spread the cases over, e.g. 0,1,2,3: a shard of the cases per "
                              "device, run side by side; every row's columns come from one device")
+    parser.add_argument("--cpus-per-process", type=positive_int, default=None, metavar="N",
+                        help="run each timing process on N CPUs (the first N of its shard's slice with "
+                             "--devices); default: all of them")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="start no case later than SECONDS after the start, each process taking an equal "
                              "share of the time left when it starts; the reports cover the cases run")
@@ -166,21 +169,35 @@ def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int
     pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
     command = child_command(tag, args, pickle_path.name, shard, stop_after)
     env = child_env(cache_dir, device)
+    cpus = process_cpus(sorted(os.sched_getaffinity(0)), shard, args.cpus_per_process)
+    pinned = {} if cpus is None else {"preexec_fn": partial(os.sched_setaffinity, 0, cpus)}
     if shard is None:
-        print(f"\n===== {tag} run (Inductor cache: {cache_dir}) =====", flush=True)
-        rc = subprocess.call(command, cwd=REPO_ROOT, env=env)
+        on = "" if cpus is None else f", {len(cpus)} CPUs"
+        print(f"\n===== {tag} run (Inductor cache: {cache_dir}{on}) =====", flush=True)
+        rc = subprocess.call(command, cwd=REPO_ROOT, env=env, **pinned)
     else:
         log = out_dir / f"{stem}-{tag}.log"
-        cpus = shard_cpus(sorted(os.sched_getaffinity(0)), shard)
         print(f"===== {tag} run, shard {shard[0]}/{shard[1]} on CUDA device {device}, {len(cpus)} CPUs "
               f"(output: {log})", flush=True)
         with open(log, "w") as f:
-            rc = subprocess.call(command, cwd=REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                 preexec_fn=partial(os.sched_setaffinity, 0, cpus))
+            rc = subprocess.call(command, cwd=REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, **pinned)
     message = failure_message(tag, rc)
     if message:
         print(f"\n{message}" + (f" (shard {shard[0]}/{shard[1]})" if shard else ""), file=sys.stderr)
     return (pickle_path if pickle_path.is_file() else None), rc
+
+
+def process_cpus(cpus: list[int], shard: tuple[int, int] | None, count: int | None) -> list[int] | None:
+    """The CPUs a timing process runs on: its shard's slice of ``cpus`` (``shard_cpus``), or the
+    first ``count`` of them (of ``cpus`` without shards); None: the parent's, unchanged. A compiled
+    training step hands its backward to the autograd engine's device thread and waits for it: on
+    the H200 hosts' virtual CPUs, an empty compiled step took 141.6-151.6 us on one or two CPUs
+    and 181.2-321.3 us on sixteen (docs/findings.md, finding 8)."""
+    if shard is not None:
+        cpus = shard_cpus(cpus, shard)
+    elif count is None:
+        return None
+    return cpus[:count] if count else cpus
 
 
 def shard_cpus(cpus: list[int], shard: tuple[int, int]) -> list[int]:

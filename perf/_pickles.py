@@ -200,9 +200,11 @@ def merge_runs(paths: list, path) -> dict:
         return min(values) if values else None
 
     names = sorted({p["device_name"] for p in payloads if p.get("device_name")})
+    cpus = sorted({p["cpus"] for p in payloads if p.get("cpus")})
     merged = {
         **payloads[0], "filepath": str(path), "test_results": [m for _, m, _ in best.values()],
         "device_name": ", ".join(names) or None, "shard": None,
+        "cpus": (cpus[0] if len(cpus) == 1 else f"{cpus[0]}-{cpus[-1]}") if cpus else None,
         "shards": len({p["shard"] for p in payloads}) if all(p.get("shard") for p in payloads) else None,
         "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
         "page_faults": from_best("page_faults"), "kernel_us": from_best("kernel_us"),

@@ -102,8 +102,8 @@ def runs_header(runs: Sequence[Run]) -> str:
     parts = ["## Runs\n"]
     for run in runs:
         facts = [f"torch {run.torch_version}", f"num_threads {run.num_threads}", f"triton {run.triton}"]
-        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "device_name", "dynamic", "repeat", "processes",
-                                                 "shards", "call_forms")
+        facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "device_name", "cpus", "dynamic", "repeat",
+                                                 "processes", "shards", "call_forms")
                   if run.extra.get(k) is not None]
         if run.extra.get("compiled_call_overhead_us") is not None:
             facts.append(f"compiled call overhead {run.extra['compiled_call_overhead_us']:.1f} us")

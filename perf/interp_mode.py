@@ -378,7 +378,7 @@ def run(args) -> int:
 
     def save(collected: Collected) -> None:
         save_run(path, collected.test_results, tag=args.tag, device=device, device_name=device_name,
-                 shard=args.shard, dynamic=args.dynamic,
+                 shard=args.shard, dynamic=args.dynamic, cpus=len(os.sched_getaffinity(0)),
                  repeat=args.repeat, call_forms=selected_call_forms(args), package=package,
                  copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
 

@@ -662,6 +662,17 @@ def test_each_shard_times_on_its_own_cpus():
     assert orchestrator.shard_cpus([0, 1], (2, 4)) == [0, 1]  # fewer CPUs than shards: all of them
 
 
+def test_cpus_per_process_pins_each_process_to_the_first_of_its_cpus():
+    cpus = list(range(64))
+    assert orchestrator.process_cpus(cpus, None, None) is None  # the parent's, unchanged
+    assert orchestrator.process_cpus(cpus, None, 2) == [0, 1]
+    assert orchestrator.process_cpus(cpus, (3, 4), None) == list(range(32, 48))
+    assert orchestrator.process_cpus(cpus, (3, 4), 2) == [32, 33]
+    assert orchestrator.process_cpus([5], None, 2) == [5]  # fewer CPUs than asked: all of them
+    args = orchestrator.parse_args(["out", "--cpus-per-process", "2"])
+    assert args.cpus_per_process == 2 and orchestrator.parse_args(["out"]).cpus_per_process is None
+
+
 def test_a_shard_compiles_without_workers(tmp_path):
     shard, alone = orchestrator.child_env(tmp_path / "a", device=3), orchestrator.child_env(tmp_path / "b")
     assert shard["CUDA_VISIBLE_DEVICES"] == "3" and shard["TORCHINDUCTOR_COMPILE_THREADS"] == "1"

@@ -299,6 +299,19 @@ def test_merged_runs_keep_each_columns_lowest_median(tmp_path):
     assert "processes 2" in results_table.render([run])
 
 
+def test_merged_runs_say_how_many_cpus_their_processes_ran_on(tmp_path):
+    """``cpus``: each process's count, one number where they agree, else the range; in the Runs
+    section."""
+    key = ("Interpolate, cuda", SUB_F32, "Compiled (v) PR")
+    for counts, expected in (((2, 2), 2), ((2, 16), "2-16"), ((None, None), None)):
+        paths = [tmp_path / f"p{i}.pkl" for i in range(2)]
+        for path, count in zip(paths, counts):
+            save_run(path, [measurement(*key, 1e-3)], tag="PR", cpus=count)
+        merged = merge_runs(paths, tmp_path / "PR.pkl")
+        assert merged["cpus"] == expected
+        assert (f"cpus {expected}" in results_table.render([load_run(tmp_path / "PR.pkl")])) == (expected is not None)
+
+
 def test_page_faults_are_shown_and_merged_with_their_run(tmp_path):
     label, path = "Interpolate, cpu", tmp_path / "pr.pkl"
     eager, compiled = (label, SUB_F32, "Eager (v) PR"), (label, SUB_F32, "Compiled (v) PR")
