@@ -68,6 +68,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.behind and args.filter:
         parser.error("--behind selects the rows itself; it takes no --filter")
+    if args.cpus_per_process is not None and args.cpus_per_process < args.num_threads:
+        parser.error("--cpus-per-process is below --num-threads: the threads would share CPUs")
     if args.time_limit is not None and args.time_limit <= 0:
         parser.error("--time-limit takes a positive number of seconds")
     if args.devices and (args.device == "cpu" or args.device == "auto" and not _has_cuda()):

@@ -671,6 +671,8 @@ def test_cpus_per_process_pins_each_process_to_the_first_of_its_cpus():
     assert orchestrator.process_cpus([5], None, 2) == [5]  # fewer CPUs than asked: all of them
     args = orchestrator.parse_args(["out", "--cpus-per-process", "2"])
     assert args.cpus_per_process == 2 and orchestrator.parse_args(["out"]).cpus_per_process is None
+    with pytest.raises(SystemExit):  # fewer CPUs than intra-op threads
+        orchestrator.parse_args(["out", "--cpus-per-process", "1", "--num-threads", "2"])
 
 
 def test_a_shard_compiles_without_workers(tmp_path):
