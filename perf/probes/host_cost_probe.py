@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from itertools import product
 from pathlib import Path
 
 ROUNDS = 8
@@ -177,8 +178,8 @@ def _fused_columns(columns: dict) -> dict:
     columns["empty compiled step, dynamic=False"] = lambda: static_empty(*work.args)
     copy_gbps = measure_copy_bandwidth("cuda", 1, 0.5)
     floors = {}
-    for kind, layout, dynamic in [(k, f, d) for k in ("fpn_merge", "unet_skip")
-                                  for f in ("contiguous_format", "channels_last") for d in (True, False)]:
+    for kind, layout, dynamic in product(("fpn_merge", "unet_skip"), ("contiguous_format", "channels_last"),
+                                         (True, False)):
         name, case = f"{kind} bf16 {layout}, dynamic={dynamic}", fused_case(kind, layout)
         columns[name], eager = _fused_steps(case, dynamic)
         if dynamic:
