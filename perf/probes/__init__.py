@@ -28,6 +28,24 @@ def back_to_back_us(fn, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def idle_host_us(fn, calls: int) -> float:
+    """Median us that one ``fn()`` keeps the host, each call issued to an idle GPU: the host time
+    of a call alone, which back to back hides behind kernels that take longer."""
+    import statistics
+    import time
+
+    import torch
+
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
 def profiled(fn, calls: int, stream=None):
     """``cProfile``'s statistics (``pstats.Stats``, printing to ``stream``) of ``calls`` calls of
     ``fn``, up to the GPU's end of them."""

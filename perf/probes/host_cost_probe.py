@@ -5,8 +5,9 @@ Usage (CUDA): ``python -m perf.probes.host_cost_probe OUT_DIR [--stock] [--rows 
 For fwd+bwd rows whose GPU kernels are shorter than the step, with ``dynamic=True``: each row's
 compiled step, the same graph at a tiny shape of the same layout (kernels of a few us, so its step
 is host time only), the empty compiled step (``x * 2`` on 8 elements) and eager's step, timed in
-interleaved rounds (``do_bench`` medians, and steps launched back to back as the harness times
-them); the CUDA kernels per step (profiler); and the Python
+interleaved rounds (``do_bench`` medians, steps launched back to back as the harness times them,
+and the host time of a step alone, each issued to an idle GPU, whose rounds show how far the host's
+speed moves); the CUDA kernels per step (profiler); and the Python
 function calls per step (``cProfile``, a count that does not depend on the host's load).
 ``--stock`` runs without the package (never imported in that process). ``--rows downsamples``
 times the batch-4 (4,3,2345,2456)->(1234,1345) training steps instead (the plain-store backward,
@@ -22,7 +23,8 @@ kernels by name and its host profile; ``--rows batch4`` the same for three batch
 nearest-exact steps, with tiny twins; ``--rows fused`` the harness's fused training steps (FPN
 merge and UNet skip cat, bf16 nearest, both layouts) with ``dynamic=True`` and ``False``, each
 with its tiny twin and its fused floor (``perf.cases.min_bytes`` over the copy bandwidth measured
-in the same process), and the empty step in both shape modes. Prints, and writes to
+in the same process), the empty step in both shape modes, and for each full-size step the CUDA
+runtime calls that wait, copy or allocate. Prints, and writes to
 ``OUT_DIR/host_cost[-ROWS]-<pr|stock>.txt``.
 """
 
@@ -35,6 +37,7 @@ from pathlib import Path
 
 ROUNDS = 8
 BACK_TO_BACK_STEPS = 50
+IDLE_STEPS = 20  # steps per round timed alone, each after a synchronize
 COUNTED_STEPS = 50
 
 # name: (input shape, output size, its tiny twin or None, dtype, channels_last, mode, literal size)
@@ -189,18 +192,12 @@ def _fused_columns(columns: dict) -> dict:
     return floors
 
 
-def _host_profile(step, top: int = 25) -> str:
-    """The functions with the most own time over ``COUNTED_STEPS`` steps (``cProfile``), and the
-    CUDA runtime calls per step that wait for the GPU, copy or allocate."""
-    import io
-
+def _runtime_calls(step) -> str:
+    """The CUDA runtime calls per step that wait for the GPU, copy or allocate (a step that makes
+    one runs at its host time plus its kernels', back to back too)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from perf.probes import profiled
-
-    text = io.StringIO()
-    profiled(step, COUNTED_STEPS, text).sort_stats("tottime").print_stats(top)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(20):
             step()
@@ -210,8 +207,19 @@ def _host_profile(step, top: int = 25) -> str:
         if event.name.startswith("cuda") and ("ynchronize" in event.name or "emcpy" in event.name
                                               or "Malloc" in event.name or "Free" in event.name):
             runtime[event.name] = runtime.get(event.name, 0) + 1 / 20
-    calls = ", ".join(f"{name} {count:g}" for name, count in sorted(runtime.items())) or "none"
-    return f"CUDA runtime calls per step that wait, copy or allocate: {calls}\n{text.getvalue()}"
+    return ", ".join(f"{name} {count:g}" for name, count in sorted(runtime.items())) or "none"
+
+
+def _host_profile(step, top: int = 25) -> str:
+    """The functions with the most own time over ``COUNTED_STEPS`` steps (``cProfile``), and the
+    CUDA runtime calls per step that wait for the GPU, copy or allocate."""
+    import io
+
+    from perf.probes import profiled
+
+    text = io.StringIO()
+    profiled(step, COUNTED_STEPS, text).sort_stats("tottime").print_stats(top)
+    return f"CUDA runtime calls per step that wait, copy or allocate: {_runtime_calls(step)}\n{text.getvalue()}"
 
 
 def _empty_step():
@@ -269,7 +277,7 @@ def main(argv=None) -> int:
     import torch
     from triton.testing import do_bench
 
-    from perf.probes import back_to_back_us
+    from perf.probes import back_to_back_us, idle_host_us
 
     columns = {"empty compiled step": _empty_step()}
     profiled = ["empty compiled step"] if by_row else []
@@ -295,24 +303,31 @@ def main(argv=None) -> int:
     torch.cuda.synchronize()
     times = {name: [] for name in columns}
     back_to_back = {name: [] for name in columns}
+    alone = {name: [] for name in columns}
     for _ in range(rounds):
         for name, step in columns.items():
             times[name].append(do_bench(step, warmup=25, rep=100, return_mode="median") * 1000)
             back_to_back[name].append(back_to_back_us(step, BACK_TO_BACK_STEPS))
+            alone[name].append(idle_host_us(step, IDLE_STEPS))
     lines = [f"{'PR' if not stock else 'stock'}, dynamic=True, {rounds} interleaved rounds of do_bench "
              "medians (us): best / median round; back to back (us per step): best / median round; "
-             "CUDA kernels per step (us); Python calls per step",
-             "| step | best | median | back to back, best | median | kernels | kernel us | Python calls |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "a step alone, host time (median us, each step issued to an idle GPU): best / median / "
+             "worst round; CUDA kernels per step (us); Python calls per step",
+             "| step | best | median | back to back, best | median | host alone, best | median | worst "
+             "| kernels | kernel us | Python calls |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, step in columns.items():
         count, kernel_us = _kernels(step)
         lines.append(f"| {name} | {min(times[name]):.1f} | {statistics.median(times[name]):.1f} | "
                      f"{min(back_to_back[name]):.1f} | {statistics.median(back_to_back[name]):.1f} | "
+                     f"{min(alone[name]):.1f} | {statistics.median(alone[name]):.1f} | {max(alone[name]):.1f} | "
                      f"{count:.0f} | {kernel_us:.1f} | {_python_calls(step):.0f} |")
     if floors:
-        lines += ["", "Fused floor (us) and the best round's share of it, do_bench / back to back:", ""]
+        lines += ["", "Fused floor (us) and the best round's share of it, do_bench / back to back; the CUDA "
+                  "runtime calls per step that wait, copy or allocate:", ""]
         lines += [f"- {name}: floor {floor:.1f}, {100 * floor / min(times[name]):.0f}% / "
-                  f"{100 * floor / min(back_to_back[name]):.0f}%" for name, floor in floors.items()]
+                  f"{100 * floor / min(back_to_back[name]):.0f}%; {_runtime_calls(columns[name])}"
+                  for name, floor in floors.items()]
     report = "\n".join(lines) + "\n"
     for name in profiled:
         if by_row:

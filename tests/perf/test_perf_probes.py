@@ -248,6 +248,28 @@ def test_shared_timers_call_the_function_as_often_as_asked(monkeypatch):
     assert profile["Python calls per call"] >= 1 and len(calls) == 14
 
 
+def test_idle_host_us_times_each_call_alone_after_a_synchronize(monkeypatch):
+    """Each call starts on an idle GPU (a synchronize before it), and the result is the median
+    call, which one slow call does not move."""
+    import time
+
+    import torch
+
+    from perf import probes
+
+    events, now = [], [0.0]
+    durations = iter([5.0, 1.0, 2.0, 100.0, 3.0])  # seconds per call on a fake clock
+
+    def call():
+        events.append("call")
+        now[0] += next(durations)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("sync"))
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    assert probes.idle_host_us(call, 5) == 3.0e6
+    assert events == ["sync", "call"] * 5 + ["sync"]
+
+
 def test_static_launch_probe_compiles_each_column_apart():
     """Each column's function has a code object of its own, so Dynamo caches it apart."""
     from perf.probes import static_launch_probe
