@@ -7,7 +7,9 @@ cache under OUT_DIR: first ``--tag=Nightly`` (stock torch), then ``--tag=PR`` (i
 ``decomps``); with ``--processes N``, N such pairs, whose pickles are merged per tag (each
 column's lowest median); with ``--devices 0,1,...`` the cases are split into a shard per CUDA
 device, the shards run side by side (each its own Nightly and PR processes on its device, output
-to a log file under OUT_DIR) and their pickles merge the same way; with ``--time-limit SECONDS``
+to a log file under OUT_DIR) and their pickles merge the same way; with ``--shard I/N`` only that
+shard of the cases, on one device (``python -m perf.merge`` reports a matrix's shards, run one
+after another, as one run); with ``--time-limit SECONDS``
 no process starts a case after that time (each taking an equal share of what is left when it
 starts), and the reports cover the cases that ran. Then writes the results
 table, the speed-up table (compiled PR vs compiled Nightly, compiled PR vs eager) and a PNG chart
@@ -28,7 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from perf.cases import MODES
-from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool, positive_int
+from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool, parse_shard, positive_int
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_ORDER = ("Nightly", "PR")  # Nightly first: it does not depend on the package
@@ -59,6 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--devices", type=parse_devices, default=None,
                         help="CUDA devices to spread the cases over, e.g. 0,1,2,3: a shard of the cases per "
                              "device, run side by side; every row's columns come from one device")
+    parser.add_argument("--shard", type=parse_shard, default=None, metavar="I/N",
+                        help="only the I-th of N shards of the cases (every N-th case from the I-th), e.g. to "
+                             "run a matrix on one device over several calls; python -m perf.merge makes one "
+                             "report of the shards' pickles")
     parser.add_argument("--cpus-per-process", type=positive_int, default=None, metavar="N",
                         help="run each timing process on N CPUs (the first N of its shard's slice with "
                              "--devices); default: all of them")
@@ -68,6 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.behind and args.filter:
         parser.error("--behind selects the rows itself; it takes no --filter")
+    if args.shard and args.devices:
+        parser.error("--devices shards the cases itself; it takes no --shard")
     if args.cpus_per_process is not None and args.cpus_per_process < args.num_threads:
         parser.error("--cpus-per-process is below --num-threads: the threads would share CPUs")
     if args.time_limit is not None and args.time_limit <= 0:
@@ -165,15 +173,16 @@ def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int
             device: int | None = None, stop_after: float | None = None) -> tuple[Path | None, int]:
     """One benchmark process; returns its pickle (None if it wrote none) and exit status.
     ``stem`` names the pickle ``<stem>-<tag>.pkl`` and its private cache. A shard's process runs
-    on ``device`` alone and writes its output to ``<stem>-<tag>.log``. ``stop_after``: the seconds
-    after which the process starts no case (None: no limit)."""
+    on ``device`` alone and writes its output to ``<stem>-<tag>.log`` (a ``--shard`` run, with no
+    ``device``, prints it). ``stop_after``: the seconds after which the process starts no case
+    (None: no limit)."""
     out_dir = args.out_dir.resolve()
     pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
     command = child_command(tag, args, pickle_path.name, shard, stop_after)
     env = child_env(cache_dir, device)
-    cpus = process_cpus(sorted(os.sched_getaffinity(0)), shard, args.cpus_per_process)
+    cpus = process_cpus(sorted(os.sched_getaffinity(0)), None if device is None else shard, args.cpus_per_process)
     pinned = {} if cpus is None else {"preexec_fn": partial(os.sched_setaffinity, 0, cpus)}
-    if shard is None:
+    if device is None:
         on = "" if cpus is None else f", {len(cpus)} CPUs"
         print(f"\n===== {tag} run (Inductor cache: {cache_dir}{on}) =====", flush=True)
         rc = subprocess.call(command, cwd=REPO_ROOT, env=env, **pinned)
@@ -219,13 +228,14 @@ def run_stem(stem: str, args: argparse.Namespace, shard: int | None, process: in
 
 def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None,
                   deadline: float | None = None) -> tuple[dict, list]:
-    """``args.processes`` pairs of runs, alternating Nightly and PR, of every case or of one shard
-    (1-based, of ``args.devices``); returns each tag's pickles and the exit statuses. With a
+    """``args.processes`` pairs of runs, alternating Nightly and PR, of every case (of
+    ``args.shard``'s) or of one shard (1-based, of ``args.devices``); returns each tag's pickles
+    and the exit statuses. With a
     ``deadline`` (``time.monotonic()``), each process may start cases for an equal share of the
     time left when it starts (a process that starts slower reaches fewer of them), and no process
     starts after it."""
     runs, statuses = {tag: [] for tag in RUN_ORDER}, []
-    of_shard = None if shard is None else (shard, len(args.devices))
+    of_shard = args.shard if shard is None else (shard, len(args.devices))
     device = None if shard is None else args.devices[shard - 1]
     order = [(i, tag) for i in range(1, args.processes + 1) for tag in RUN_ORDER]
     for n, (i, tag) in enumerate(order):
@@ -280,6 +290,8 @@ def main(argv=None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     modes = MODES if args.mode == "both" else (args.mode,)
     stem = f"{datetime.now():%Y%m%d-%H%M%S}-upsample-{'-'.join(modes)}"
+    if args.shard:
+        stem += f"-shard{args.shard[0]}of{args.shard[1]}"
     start = time.perf_counter()
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     if args.devices:

@@ -761,3 +761,27 @@ def test_cpu_columns_record_their_page_faults_per_call(monkeypatch):
     assert all(faults < 1 for faults in result.page_faults.values())
     result, _ = _time_fake(monkeypatch, "cuda", add_one)
     assert result.page_faults == {}
+
+
+def test_shard_runs_one_shard_of_the_cases_on_this_device(monkeypatch, tmp_path):
+    """``--shard 3/16``: one Nightly and PR pair of that shard, printing to the console on the
+    parent's device and CPUs, its pickles named for the shard (``python -m perf.merge`` joins them)."""
+    calls = []
+
+    def fake_call(command, **kwargs):
+        calls.append((command, kwargs))
+        return 0
+
+    monkeypatch.setattr(orchestrator.subprocess, "call", fake_call)
+    assert orchestrator.main([str(tmp_path), "--device=cpu", "--shard=3/16"]) == 1  # the fakes wrote no pickle
+    assert [c[0][4] for c in calls] == ["--tag=Nightly", "--tag=PR"]
+    for command, kwargs in calls:
+        assert "--shard=3/16" in command and re.search(r"-shard3of16-(Nightly|PR)\.pkl$", command[-2])
+        assert "stdout" not in kwargs and "preexec_fn" not in kwargs
+        for name in ("CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_COMPILE_THREADS"):  # the parent's
+            assert kwargs["env"].get(name) == os.environ.get(name)
+    with pytest.raises(SystemExit):
+        orchestrator.parse_args(["out", "--device=cuda", "--devices=0,1", "--shard=1/2"])
+    for text in ("0/4", "5/4", "x"):
+        with pytest.raises(SystemExit):
+            orchestrator.parse_args(["out", f"--shard={text}"])
