@@ -73,7 +73,8 @@ class Workload:
 
 @dataclass
 class CaseResult:
-    """One row: a Measurement per column, in column order (Eager, Compiled[, Compiled reduce-overhead]).
+    """One row's columns: a Measurement per column, in column order (Eager, Compiled; or the
+    Compiled reduce-overhead column alone).
 
     Each Measurement is the one with the lowest median of the run's repeats; the dicts are keyed
     by the column's description.
@@ -86,6 +87,8 @@ class CaseResult:
     roofline: dict = field(default_factory=dict)  # column -> {"bytes", "gbps", "pct_of_copy"}
     page_faults: dict = field(default_factory=dict)  # CPU column -> minor page faults per call (kept round)
     kernel_us: dict = field(default_factory=dict)  # CUDA column -> us of GPU kernels per call (profiler)
+    # wants a mode="reduce-overhead" column, timed after every case's plain columns (time_reduce_overhead)
+    reduce_overhead: bool = False
 
 
 class FPNNeck(nn.Module):
@@ -287,86 +290,118 @@ def pick_best(measurements: list) -> tuple:
     return best, {"min": min(medians), "max": max(medians), "n": len(medians)}
 
 
+class _Columns:
+    """The timed columns of one workload in one process: each column's callable, its rounds of
+    ``blocked_autorange`` and, on the CPU, its page faults per call."""
+
+    def __init__(self, work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str,
+                 num_threads: int) -> None:
+        self.work, self.label, self.sub_label, self.dtype = work, label, sub_label, dtype
+        self.device, self.tag, self.num_threads = device, tag, num_threads
+        self.result = CaseResult([])
+        self.columns: dict[str, Callable] = {}
+        self.rounds: dict[str, list] = {}
+        self.faults: dict[str, list] = {}
+
+    def description(self, kind: str) -> str:
+        return f"{kind} ({torch.__version__}) {self.tag}"
+
+    def add(self, kind: str, fn: Callable) -> None:
+        self.columns[kind], self.rounds[kind] = fn, []
+
+    def add_compiled(self, kind: str, dynamic: bool, **options) -> None:
+        """Compile ``work.forward`` for column ``kind`` and call it ``WARM_UP_CALLS`` times, its
+        first and last results checked against eager's."""
+        work, column = self.work, self.description(kind)
+        fn = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic, **options))
+        expected = work.runner(work.forward)(*work.args)
+        start = time.perf_counter()
+        actual = fn(*work.args)
+        _synchronize(self.device)
+        self.result.compile_seconds[column] = time.perf_counter() - start
+        # checked before the next call: under CUDA graphs a replay overwrites the last outputs
+        problem = compare_results(actual, expected, work.check, self.dtype)
+        for _ in range(WARM_UP_CALLS - 1):
+            actual = fn(*work.args)
+        _synchronize(self.device)
+        problem = problem or compare_results(actual, expected, work.check, self.dtype)
+        if problem:
+            self.result.problems[column] = problem
+        self.add(kind, fn)
+
+    def time_round(self, min_run_time: float) -> None:
+        """Every column once (``blocked_autorange``), so that a slow spell of a noisy machine hits
+        every column alike."""
+        for kind, fn in self.columns.items():
+            timer = _timer(fn, self.work.args, self.label, self.sub_label, self.description(kind), self.num_threads)
+            # pages the allocator gave back and the calls touched again: they can decide a CPU row
+            before = _minor_faults() if self.device == "cpu" else None
+            self.rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
+            if before is not None:
+                self.faults.setdefault(kind, []).append((_minor_faults() - before) / calls_of(self.rounds[kind][-1]))
+
+    def finish(self) -> CaseResult:
+        """The result: per column the round with the lowest median, and the spread of all."""
+        result = self.result
+        for kind, measurements in self.rounds.items():
+            best, spread = pick_best(measurements)
+            result.measurements.append(best)
+            result.spread[best.task_spec.description] = spread
+            if self.faults.get(kind):
+                result.page_faults[best.task_spec.description] = self.faults[kind][measurements.index(best)]
+        return result
+
+
 def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
                   dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1,
                   step_overhead_seconds: float | None = None) -> CaseResult:
-    """Call each compiled column ``WARM_UP_CALLS`` times (its first and last results checked against
-    eager), then time all columns in ``repeat`` rounds.
+    """The Eager and Compiled columns: the compiled one called ``WARM_UP_CALLS`` times (its first
+    and last results checked against eager), then both timed in ``repeat`` interleaved rounds,
+    each column keeping its lowest median; on CUDA, each column's kernels per call.
 
-    Each round times every column once (``blocked_autorange``), so that a slow spell of a noisy
-    machine hits every column alike; the result keeps each column's lowest median. A host-bound
-    row on CUDA (``wants_reduce_overhead``, decided on the first round's eager time against
-    ``workload_host_bound_seconds``, or ``work.host_heavy``) gets a ``mode="reduce-overhead"``
-    column, timed from the first round on. ``step_overhead_seconds``: the run's empty compiled
-    fwd+bwd step, if measured.
+    ``result.reduce_overhead`` says whether the row also gets a ``mode="reduce-overhead"`` column
+    (``wants_reduce_overhead``, on the first round's eager time against
+    ``workload_host_bound_seconds``, or ``work.host_heavy``), which ``time_reduce_overhead`` times
+    after every case's plain columns: once a CUDA graph has run in a process, a later plain
+    compiled call can take longer (docs/findings.md, finding 8). ``step_overhead_seconds``: the
+    run's empty compiled fwd+bwd step, if measured.
     """
     torch._dynamo.reset()
-    eager = work.runner(work.forward)
-    result = CaseResult([])
-
-    def description(kind: str) -> str:
-        return f"{kind} ({torch.__version__}) {tag}"
-
-    def compiled_column(kind: str, **options) -> Callable:
-        column = description(kind)
-        fn = work.runner(torch.compile(work.forward, fullgraph=True, dynamic=dynamic, **options))
-        expected = eager(*work.args)
-        start = time.perf_counter()
-        actual = fn(*work.args)
-        _synchronize(device)
-        result.compile_seconds[column] = time.perf_counter() - start
-        # checked before the next call: under CUDA graphs a replay overwrites the last outputs
-        problem = compare_results(actual, expected, work.check, dtype)
-        for _ in range(WARM_UP_CALLS - 1):
-            actual = fn(*work.args)
-        _synchronize(device)
-        problem = problem or compare_results(actual, expected, work.check, dtype)
-        if problem:
-            result.problems[column] = problem
-        return fn
-
-    columns = {"Eager": eager, "Compiled": compiled_column("Compiled")}
-    rounds: dict[str, list] = {kind: [] for kind in columns}
-    faults: dict[str, list] = {}  # CPU columns: minor page faults per call, per round
-
-    def time_column(kind: str) -> None:
-        timer = _timer(columns[kind], work.args, label, sub_label, description(kind),
-                       num_threads)
-        # pages the allocator gave back and the calls touched again: they can decide a CPU row
-        before = _minor_faults() if device == "cpu" else None
-        rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
-        if before is not None:
-            faults.setdefault(kind, []).append((_minor_faults() - before) / calls_of(rounds[kind][-1]))
-
+    columns = _Columns(work, label, sub_label, dtype, device, tag, num_threads)
+    columns.add("Eager", work.runner(work.forward))
+    columns.add_compiled("Compiled", dynamic)
+    for _ in range(repeat):
+        columns.time_round(min_run_time)
+    eager_seconds = columns.rounds["Eager"][0].median
     host_bound_seconds = workload_host_bound_seconds(work, step_overhead_seconds)
-    for i in range(repeat):
-        for kind in list(columns):
-            time_column(kind)
-        eager_seconds = rounds["Eager"][0].median
-        if i == 0 and wants_reduce_overhead(device, eager_seconds, host_bound_seconds, work.host_heavy):
-            columns[REDUCE_OVERHEAD] = compiled_column(REDUCE_OVERHEAD, mode="reduce-overhead")
-            rounds[REDUCE_OVERHEAD] = []
-            time_column(REDUCE_OVERHEAD)
+    result = columns.finish()
+    result.reduce_overhead = wants_reduce_overhead(device, eager_seconds, host_bound_seconds, work.host_heavy)
     if device == "cuda":  # a row whose kernels are shorter than its call is decided by the host
-        for kind in ("Eager", "Compiled"):
-            fn = columns[kind]
+        for kind, fn in columns.columns.items():
             try:
-                result.kernel_us[description(kind)] = kernel_us(lambda: fn(*work.args))
+                result.kernel_us[columns.description(kind)] = kernel_us(lambda fn=fn: fn(*work.args))
             except Exception as e:  # a profiler that cannot run costs the cell its kernel time only
                 print(f"no kernel time for {kind} ({sub_label}): {type(e).__name__}: {e}", flush=True)
-    for kind, measurements in rounds.items():
-        best, spread = pick_best(measurements)
-        result.measurements.append(best)
-        result.spread[best.task_spec.description] = spread
-        if faults.get(kind):
-            result.page_faults[best.task_spec.description] = faults[kind][measurements.index(best)]
     return result
+
+
+def time_reduce_overhead(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
+                         dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1) -> CaseResult:
+    """The ``mode="reduce-overhead"`` column of a row that ``time_workload`` found host-bound,
+    compiled, checked against eager and timed in ``repeat`` rounds like the others."""
+    torch._dynamo.reset()
+    columns = _Columns(work, label, sub_label, dtype, device, tag, num_threads)
+    columns.add_compiled(REDUCE_OVERHEAD, dynamic, mode="reduce-overhead")
+    for _ in range(repeat):
+        columns.time_round(min_run_time)
+    return columns.finish()
 
 
 def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
              copy_gbps: float | None = None, repeat: int = 1,
              step_overhead_seconds: float | None = None) -> CaseResult:
-    """Check compiled against eager once, then time every column (compile time excluded)."""
+    """Check compiled against eager once, then time the Eager and Compiled columns (compile time
+    excluded)."""
     work = build_workload(case)
     result = time_workload(work, case.label, case.sub_label, case.dtype, case.device, tag, dynamic=dynamic,
                            num_threads=num_threads, min_run_time=min_run_time, repeat=repeat,
@@ -375,16 +410,24 @@ def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_t
     return result
 
 
-def measure_call_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
-                          repeat: int = 1) -> CaseResult:
-    """The host cost of one compiled call: a graph of one tiny op (``x + 1``), eager vs compiled."""
+def run_case_reduce_overhead(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+                             copy_gbps: float | None = None, repeat: int = 1) -> CaseResult:
+    """The reduce-overhead column of a case that ``run_case`` found host-bound, on the case's
+    workload built anew (the same values: ``build_workload`` seeds its generator)."""
+    work = build_workload(case)
+    result = time_reduce_overhead(work, case.label, case.sub_label, case.dtype, case.device, tag, dynamic=dynamic,
+                                  num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
+    result.roofline = _roofline(case, result.measurements, copy_gbps)
+    return result
+
+
+def call_overhead_workload(device: str) -> Workload:
+    """A graph of one tiny op, ``x + 1`` on ``OVERHEAD_SHAPE`` elements: a compiled call's host cost."""
 
     def add_one(x):
         return x + 1
 
-    work = Workload(add_one, (torch.zeros(OVERHEAD_SHAPE, device=device),))
-    return time_workload(work, f"{OVERHEAD_LABEL}, {device}", OVERHEAD_SUB_LABEL, "float32", device, tag,
-                         dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
+    return Workload(add_one, (torch.zeros(OVERHEAD_SHAPE, device=device),))
 
 
 def empty_step_workload(device: str) -> Workload:
@@ -399,15 +442,33 @@ def empty_step_workload(device: str) -> Workload:
     return Workload(double, (x,), wrt=(x,), grad_outputs=(grad_output,), check="allclose")
 
 
+OVERHEAD_WORKLOADS = {OVERHEAD_SUB_LABEL: call_overhead_workload, STEP_OVERHEAD_SUB_LABEL: empty_step_workload}
+
+
+def measure_call_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
+                          repeat: int = 1) -> CaseResult:
+    """The host cost of one compiled call: a graph of one tiny op (``x + 1``), eager vs compiled."""
+    return time_workload(call_overhead_workload(device), f"{OVERHEAD_LABEL}, {device}", OVERHEAD_SUB_LABEL,
+                         "float32", device, tag, dynamic=dynamic, num_threads=num_threads,
+                         min_run_time=min_run_time, repeat=repeat)
+
+
 def measure_step_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
                           repeat: int = 1) -> CaseResult:
     """The host cost of one compiled training step: ``torch.autograd.grad(compiled(x), x, g)`` of a
     one-op graph (``x * 2``), eager vs compiled; fwd+bwd rows faster than it in eager cannot be
     won by a compiled call."""
+    return time_workload(empty_step_workload(device), f"{OVERHEAD_LABEL}, {device}", STEP_OVERHEAD_SUB_LABEL,
+                         "float32", device, tag, dynamic=dynamic, num_threads=num_threads,
+                         min_run_time=min_run_time, repeat=repeat)
 
-    work = empty_step_workload(device)
-    return time_workload(work, f"{OVERHEAD_LABEL}, {device}", STEP_OVERHEAD_SUB_LABEL, "float32", device, tag,
-                         dynamic=dynamic, num_threads=num_threads, min_run_time=min_run_time, repeat=repeat)
+
+def measure_overhead_reduce_overhead(sub_label: str, device: str, tag: str, *, dynamic: bool, num_threads: int,
+                                     min_run_time: float, repeat: int = 1) -> CaseResult:
+    """The reduce-overhead column of the overhead row ``sub_label`` (``OVERHEAD_WORKLOADS``)."""
+    return time_reduce_overhead(OVERHEAD_WORKLOADS[sub_label](device), f"{OVERHEAD_LABEL}, {device}", sub_label,
+                                "float32", device, tag, dynamic=dynamic, num_threads=num_threads,
+                                min_run_time=min_run_time, repeat=repeat)
 
 
 def _roofline(case: Case, measurements: list, copy_gbps: float | None) -> dict:

@@ -11,7 +11,9 @@ rewritten after every case, so a run stopped early keeps the cases it finished.
 Before the cases, a "Compiled call overhead" row times a one-op graph (``x + 1``) with the
 same ``dynamic``: the host cost of a compiled call. With ``--backward`` a second row times an
 empty compiled training step (``x * 2``, fwd+bwd); fwd+bwd rows whose eager time is below it
-count as host-bound. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
+count as host-bound. On CUDA, host-bound rows (and these two) get a ``mode="reduce-overhead"``
+column, timed after every row's Eager and Compiled columns: a CUDA graph that has run in the
+process can slow later plain compiled calls. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
 each column's lowest median. ``--shard I/N`` runs every N-th case from the I-th (``python -m perf
 --devices`` runs a shard per CUDA device). On CUDA each row also records its Eager and Compiled
 columns' GPU kernel time per call (``kernel_us``).
@@ -33,6 +35,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from perf.cases import CALL_FORMS, MODES, make_cases  # torch-free: safe before the cache directory is set
@@ -226,6 +229,8 @@ class Collected:
     compiled_call_overhead_us: float | None = None
     compiled_step_overhead_us: float | None = None
     cases_left: int = 0  # not started: the process's time limit (--stop-after)
+    # rows whose reduce-overhead column is still to time: (name, a function that times it)
+    reduce_overhead_left: list = field(default_factory=list)
 
     def add(self, result) -> None:
         self.test_results += result.measurements
@@ -275,16 +280,20 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
     rows = [(bench.OVERHEAD_SUB_LABEL, bench.measure_call_overhead, collected.add_call_overhead)]
     if args.backward:
         rows.append((bench.STEP_OVERHEAD_SUB_LABEL, bench.measure_step_overhead, collected.add_step_overhead))
+    options = dict(dynamic=args.dynamic, num_threads=args.num_threads, min_run_time=min_run_time, repeat=args.repeat)
     for sub_label, measure, add in rows:
+        name = f"{bench.OVERHEAD_LABEL} ({sub_label})"
         try:
-            result = measure(device, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
-                             min_run_time=min_run_time, repeat=args.repeat)
+            result = measure(device, args.tag, **options)
         except Exception as e:
             traceback.print_exc()
-            collected.errors.append(f"{bench.OVERHEAD_LABEL} ({sub_label}): {type(e).__name__}: {short_message(e)}")
+            collected.errors.append(f"{name}: {type(e).__name__}: {short_message(e)}")
             continue
         add(result)
-        print(f"{bench.OVERHEAD_LABEL} ({sub_label}): {summarize(result)}", flush=True)
+        if result.reduce_overhead:
+            collected.reduce_overhead_left.append(
+                (name, partial(bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)))
+        print(f"{name}: {summarize(result)}", flush=True)
 
 
 def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None,
@@ -320,6 +329,11 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
             summary = f"FAILED: {error}"
         else:
             collected.add(result)
+            if result.reduce_overhead:
+                collected.reduce_overhead_left.append((case.name, partial(
+                    bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
+                    num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
+                    repeat=args.repeat)))
             for description, problem in result.problems.items():
                 print(f"!!!!! MISMATCH: {description} != eager for {case.name}: {problem}", flush=True)
             summary = summarize(result)
@@ -328,6 +342,41 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
                 torch.cuda.empty_cache()
         save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
+    return collected
+
+
+def run_reduce_overhead(collected: Collected, device: str, save=lambda collected: None,
+                        deadline: float | None = None) -> Collected:
+    """Time the reduce-overhead columns that ``measure_overheads`` and ``run_cases`` left, after
+    every plain column of the process: once a CUDA graph has run in a process, a later plain
+    compiled call can take longer (docs/findings.md, finding 8). None starts at or after
+    ``deadline`` (``time.perf_counter()``)."""
+    import torch
+
+    left = collected.reduce_overhead_left
+    total = len(left)
+    for i, (name, measure) in enumerate(list(left), 1):
+        if deadline is not None and time.perf_counter() >= deadline:
+            print(f"Time limit: {len(left)} reduce-overhead columns not timed", flush=True)
+            break
+        left.pop(0)
+        try:
+            result = measure()
+        except Exception as e:
+            traceback.print_exc()
+            error = f"{type(e).__name__}: {short_message(e)}"
+            collected.errors.append(f"{name} (reduce-overhead): {error}")
+            summary = f"FAILED: {error}"
+        else:
+            collected.add(result)
+            for description, problem in result.problems.items():
+                print(f"!!!!! MISMATCH: {description} != eager for {name}: {problem}", flush=True)
+            summary = summarize(result)
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        save(collected)
+        print(f"[reduce-overhead {i}/{total}] {name} | {summary}", flush=True)
     return collected
 
 
@@ -387,6 +436,7 @@ def run(args) -> int:
     deadline = None if args.stop_after is None else start + args.stop_after
     collected = run_cases(cases, args, device, min_run_time, copy_gbps, save, collected,
                           step_overhead_seconds=collected.step_overhead_seconds(), deadline=deadline)
+    run_reduce_overhead(collected, device, save, deadline)
     if args.tag == "Nightly":
         assert_package_absent()
     save(collected)

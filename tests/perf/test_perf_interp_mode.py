@@ -297,7 +297,8 @@ def test_fwd_bwd_workloads_are_host_bound_below_the_empty_compiled_step():
 
 def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = False, backward: bool = False,
                step_overhead_seconds: float | None = None, kernel_us=lambda call: (call(), 7.5)[1]):
-    """time_workload with a recording stand-in for torch.compile, so that its CUDA branch runs on CPU."""
+    """time_workload, and time_reduce_overhead where it asks for that column, with a recording
+    stand-in for torch.compile, so that their CUDA branch runs on CPU."""
     import torch
 
     from perf import bench
@@ -318,8 +319,15 @@ def _time_fake(monkeypatch, device: str, forward, wrong_reduce_overhead: bool = 
         work = bench.Workload(forward, (x,), wrt=(x,), grad_outputs=(torch.ones(8),), check="allclose")
     else:
         work = bench.Workload(forward, (torch.zeros(8),))
-    result = bench.time_workload(work, "L", "S", "float32", device, "PR", dynamic=True, num_threads=1,
-                                 min_run_time=0.01, repeat=2, step_overhead_seconds=step_overhead_seconds)
+    options = dict(dynamic=True, num_threads=1, min_run_time=0.01, repeat=2)
+    result = bench.time_workload(work, "L", "S", "float32", device, "PR", step_overhead_seconds=step_overhead_seconds,
+                                 **options)
+    if result.reduce_overhead:
+        later = bench.time_reduce_overhead(work, "L", "S", "float32", device, "PR", **options)
+        assert [m.task_spec.description.split(" (")[0] for m in later.measurements] == [bench.REDUCE_OVERHEAD]
+        result.measurements += later.measurements
+        for name in ("problems", "compile_seconds", "spread"):
+            getattr(result, name).update(getattr(later, name))
     return result, compiled
 
 
@@ -350,7 +358,7 @@ def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
     for device, forward in (("cpu", add_one), ("cuda", slow_add_one)):
         result, compiled = _time_fake(monkeypatch, device, forward)
         assert [m.task_spec.description.split(" (")[0] for m in result.measurements] == ["Eager", "Compiled"]
-        assert compiled == [{"fullgraph": True, "dynamic": True}]
+        assert compiled == [{"fullgraph": True, "dynamic": True}] and not result.reduce_overhead
         assert len(result.kernel_us) == (2 if device == "cuda" else 0)
 
 
@@ -785,3 +793,63 @@ def test_shard_runs_one_shard_of_the_cases_on_this_device(monkeypatch, tmp_path)
     for text in ("0/4", "5/4", "x"):
         with pytest.raises(SystemExit):
             orchestrator.parse_args(["out", f"--shard={text}"])
+
+
+def test_reduce_overhead_columns_are_timed_after_every_plain_column(monkeypatch, tmp_path, capsys):
+    """Once a CUDA graph has run in a process, a later plain compiled call can take longer: a run
+    times the reduce-overhead columns of the overhead rows and of the host-bound cases last, each
+    stored with its row."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf import bench
+    from perf._pickles import load_run
+
+    cases = [c for c in make_cases("cpu", quick=True, modes=("nearest",)) if c.kind == "interp"][:2]
+    events = []
+
+    def result(label, sub_label, kinds, reduce_overhead=False):
+        return bench.CaseResult([Measurement(1, [1e-5], TaskSpec("", "", label=label, sub_label=sub_label,
+                                                                 description=f"{kind} (x) PR")) for kind in kinds],
+                                reduce_overhead=reduce_overhead)
+
+    def plain_overhead(sub_label):
+        def measure(device, tag, **kwargs):
+            events.append(("plain", sub_label))
+            return result(bench.OVERHEAD_LABEL, sub_label, ("Eager", "Compiled"), reduce_overhead=True)
+        return measure
+
+    def fake_run_case(case, tag, **kwargs):
+        events.append(("plain", case.name))
+        return result(case.label, case.sub_label, ("Eager", "Compiled"), reduce_overhead=case.name == cases[0].name)
+
+    def fake_case_reduce_overhead(case, tag, **kwargs):
+        events.append(("reduce-overhead", case.name))
+        return result(case.label, case.sub_label, (bench.REDUCE_OVERHEAD,))
+
+    def fake_overhead_reduce_overhead(sub_label, device, tag, **kwargs):
+        events.append(("reduce-overhead", sub_label))
+        return result(bench.OVERHEAD_LABEL, sub_label, (bench.REDUCE_OVERHEAD,))
+
+    monkeypatch.setattr(bench, "measure_call_overhead", plain_overhead(bench.OVERHEAD_SUB_LABEL))
+    monkeypatch.setattr(bench, "measure_step_overhead", plain_overhead(bench.STEP_OVERHEAD_SUB_LABEL))
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    monkeypatch.setattr(bench, "run_case_reduce_overhead", fake_case_reduce_overhead)
+    monkeypatch.setattr(bench, "measure_overhead_reduce_overhead", fake_overhead_reduce_overhead)
+    names = "|".join(re.escape(c.name) for c in cases)
+    assert interp_mode.main([str(tmp_path), "--tag=PR", "--device=cpu", "--quick", "--mode=nearest", "--backward",
+                             f"--filter=^({names})$", "--pickle-name=run.pkl"]) == 0
+    plain = [("plain", bench.OVERHEAD_SUB_LABEL), ("plain", bench.STEP_OVERHEAD_SUB_LABEL)]
+    plain += [("plain", c.name) for c in cases]
+    reduce_overhead = [("reduce-overhead", bench.OVERHEAD_SUB_LABEL), ("reduce-overhead", bench.STEP_OVERHEAD_SUB_LABEL),
+                       ("reduce-overhead", cases[0].name)]
+    assert events == plain + reduce_overhead
+    assert "[reduce-overhead 3/3] " + cases[0].name in capsys.readouterr().out
+    columns = {(r.sub_label, r.description.split(" (")[0]) for r in load_run(tmp_path / "run.pkl").rows}
+    assert (cases[0].sub_label, bench.REDUCE_OVERHEAD) in columns
+    assert (cases[1].sub_label, bench.REDUCE_OVERHEAD) not in columns
+
+    # past the deadline, the columns left are counted, not timed
+    events.clear()
+    collected = interp_mode.Collected(reduce_overhead_left=[("row", lambda: events.append("timed"))])
+    interp_mode.run_reduce_overhead(collected, "cpu", deadline=time.perf_counter() - 1)
+    assert events == [] and "Time limit: 1 reduce-overhead columns not timed" in capsys.readouterr().out
