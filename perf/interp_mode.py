@@ -296,6 +296,29 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
         print(f"{name}: {summarize(result)}", flush=True)
 
 
+def _record(name: str, measure, collected: Collected, device: str):
+    """``measure()`` for row ``name``, its result added to ``collected``; a failure is recorded
+    (``collected.errors``), not raised. Returns the result (None where it failed) and the
+    progress line's summary."""
+    import torch
+
+    try:
+        result = measure()
+    except Exception as e:
+        traceback.print_exc()
+        error = f"{type(e).__name__}: {short_message(e)}"
+        collected.errors.append(f"{name}: {error}")
+        return None, f"FAILED: {error}"
+    else:
+        collected.add(result)
+        for description, problem in result.problems.items():
+            print(f"!!!!! MISMATCH: {description} != eager for {name}: {problem}", flush=True)
+        return result, summarize(result)
+    finally:
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
 def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | None,
               save=lambda collected: None, collected: Collected | None = None,
               step_overhead_seconds: float | None = None, deadline: float | None = None) -> Collected:
@@ -307,8 +330,6 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
     No case starts at or after ``deadline`` (``time.perf_counter()``; None: no limit): the cases
     left are counted in ``collected.cases_left``.
     """
-    import torch
-
     from perf import bench
 
     collected = Collected() if collected is None else collected
@@ -318,28 +339,15 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
             collected.cases_left = len(cases) - i + 1
             print(f"Time limit: {collected.cases_left} of {len(cases)} cases not started", flush=True)
             break
-        try:
-            result = bench.run_case(case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
-                                    min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
-                                    step_overhead_seconds=step_overhead_seconds)
-        except Exception as e:
-            traceback.print_exc()
-            error = f"{type(e).__name__}: {short_message(e)}"
-            collected.errors.append(f"{case.name}: {error}")
-            summary = f"FAILED: {error}"
-        else:
-            collected.add(result)
-            if result.reduce_overhead:
-                collected.reduce_overhead_left.append((case.name, partial(
-                    bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
-                    num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
-                    repeat=args.repeat)))
-            for description, problem in result.problems.items():
-                print(f"!!!!! MISMATCH: {description} != eager for {case.name}: {problem}", flush=True)
-            summary = summarize(result)
-        finally:
-            if device == "cuda":
-                torch.cuda.empty_cache()
+        result, summary = _record(case.name, partial(
+            bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
+            min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
+            step_overhead_seconds=step_overhead_seconds), collected, device)
+        if result is not None and result.reduce_overhead:
+            collected.reduce_overhead_left.append((case.name, partial(
+                bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
+                num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
+                repeat=args.repeat)))
         save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
     return collected
@@ -351,8 +359,6 @@ def run_reduce_overhead(collected: Collected, device: str, save=lambda collected
     every plain column of the process: once a CUDA graph has run in a process, a later plain
     compiled call can take longer (docs/findings.md, finding 8). None starts at or after
     ``deadline`` (``time.perf_counter()``)."""
-    import torch
-
     left = collected.reduce_overhead_left
     total = len(left)
     for i, (name, measure) in enumerate(list(left), 1):
@@ -360,21 +366,7 @@ def run_reduce_overhead(collected: Collected, device: str, save=lambda collected
             print(f"Time limit: {len(left)} reduce-overhead columns not timed", flush=True)
             break
         left.pop(0)
-        try:
-            result = measure()
-        except Exception as e:
-            traceback.print_exc()
-            error = f"{type(e).__name__}: {short_message(e)}"
-            collected.errors.append(f"{name} (reduce-overhead): {error}")
-            summary = f"FAILED: {error}"
-        else:
-            collected.add(result)
-            for description, problem in result.problems.items():
-                print(f"!!!!! MISMATCH: {description} != eager for {name}: {problem}", flush=True)
-            summary = summarize(result)
-        finally:
-            if device == "cuda":
-                torch.cuda.empty_cache()
+        _, summary = _record(f"{name} (reduce-overhead)", measure, collected, device)
         save(collected)
         print(f"[reduce-overhead {i}/{total}] {name} | {summary}", flush=True)
     return collected

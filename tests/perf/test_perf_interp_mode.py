@@ -853,3 +853,16 @@ def test_reduce_overhead_columns_are_timed_after_every_plain_column(monkeypatch,
     collected = interp_mode.Collected(reduce_overhead_left=[("row", lambda: events.append("timed"))])
     interp_mode.run_reduce_overhead(collected, "cpu", deadline=time.perf_counter() - 1)
     assert events == [] and "Time limit: 1 reduce-overhead columns not timed" in capsys.readouterr().out
+
+    # a column that fails is recorded, and the ones after it still run
+    def fail():
+        raise RuntimeError("no graph")
+
+    def other():
+        events.append("timed")
+        return result("L", "S", (bench.REDUCE_OVERHEAD,))
+
+    collected = interp_mode.Collected(reduce_overhead_left=[("row", fail), ("other", other)])
+    interp_mode.run_reduce_overhead(collected, "cpu")
+    assert collected.errors == ["row (reduce-overhead): RuntimeError: no graph"] and events == ["timed"]
+    assert len(collected.test_results) == 1 and collected.reduce_overhead_left == []
