@@ -68,6 +68,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--cpus-per-process", type=positive_int, default=None, metavar="N",
                         help="run each timing process on N CPUs (the first N of its shard's slice with "
                              "--devices); default: all of them")
+    parser.add_argument("--huge-pages", action="store_true",
+                        help="run both tags' processes with THP_MEM_ALLOC_ENABLE=1: PyTorch's CPU allocator "
+                             "asks for transparent huge pages for allocations of 2 MB or more")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="start no case later than SECONDS after the start, each process taking an equal "
                              "share of the time left when it starts; the reports cover the cases run")
@@ -144,10 +147,13 @@ def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
     return command
 
 
-def child_env(cache_dir: Path, device: int | None = None) -> dict[str, str]:
+def child_env(cache_dir: Path, device: int | None = None, huge_pages: bool = False) -> dict[str, str]:
     """The parent's environment with a private Inductor and Triton cache (and, for a shard, its
-    one visible CUDA device and no compile workers)."""
+    one visible CUDA device and no compile workers; with ``huge_pages``, ``THP_MEM_ALLOC_ENABLE=1``,
+    which PyTorch's CPU allocator reads once, at its first allocation)."""
     env = dict(os.environ)
+    if huge_pages:
+        env["THP_MEM_ALLOC_ENABLE"] = "1"
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
     env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
     env["PYTHONUNBUFFERED"] = "1"
@@ -179,7 +185,7 @@ def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int
     out_dir = args.out_dir.resolve()
     pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
     command = child_command(tag, args, pickle_path.name, shard, stop_after)
-    env = child_env(cache_dir, device)
+    env = child_env(cache_dir, device, args.huge_pages)
     cpus = process_cpus(sorted(os.sched_getaffinity(0)), None if device is None else shard, args.cpus_per_process)
     pinned = {} if cpus is None else {"preexec_fn": partial(os.sched_setaffinity, 0, cpus)}
     if device is None:

@@ -105,6 +105,8 @@ def runs_header(runs: Sequence[Run]) -> str:
         facts += [f"{k} {run.extra[k]}" for k in ("tag", "device", "device_name", "cpus", "dynamic", "repeat",
                                                  "processes", "shards", "call_forms")
                   if run.extra.get(k) is not None]
+        if run.extra.get("huge_pages"):
+            facts.append("huge pages (THP_MEM_ALLOC_ENABLE=1)")
         if run.extra.get("compiled_call_overhead_us") is not None:
             facts.append(f"compiled call overhead {run.extra['compiled_call_overhead_us']:.1f} us")
         if run.extra.get("compiled_step_overhead_us") is not None:

@@ -420,6 +420,7 @@ def run(args) -> int:
     def save(collected: Collected) -> None:
         save_run(path, collected.test_results, tag=args.tag, device=device, device_name=device_name,
                  shard=args.shard, dynamic=args.dynamic, cpus=len(os.sched_getaffinity(0)),
+                 huge_pages=os.environ.get("THP_MEM_ALLOC_ENABLE") == "1",
                  repeat=args.repeat, call_forms=selected_call_forms(args), package=package,
                  copy_bandwidth_gbps=copy_gbps, **collected.pickle_keys())
 

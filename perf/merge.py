@@ -7,7 +7,8 @@ processes side by side, as ``--devices`` runs one shard per device; this merges 
 such runs (each run's Nightly and PR pickles) into one pickle per tag and writes the reports
 that ``python -m perf`` writes, under OUT_DIR. Every row comes from the one run that timed it, so
 its ratios compare the columns of one run. It refuses pickles that are not shards of one
-``N``, repeat a shard, or differ in device or ``dynamic``, and says which shards are missing.
+``N``, repeat a shard, or differ in device, ``dynamic`` or ``--huge-pages``, and says which
+shards are missing.
 Exit status as ``python -m perf``: 1 when a tag has no pickle, a shard is missing, or a run
 recorded a mismatch or a failed case.
 """
@@ -49,11 +50,11 @@ def group_shards(paths: list[Path]) -> tuple[dict[str, list[Path]], int, list[in
             raise SystemExit(f"ERROR: shard {index}/{count} of {tag} twice: {by_tag[tag][index]} and {path}")
         by_tag[tag][index] = path
         counts.add(count)
-        settings.add((payload.get("device"), payload.get("dynamic")))
+        settings.add((payload.get("device"), payload.get("dynamic"), bool(payload.get("huge_pages"))))
     if len(counts) != 1:
         raise SystemExit(f"ERROR: shards of different counts ({sorted(counts)}): not one matrix")
     if len(settings) != 1:
-        raise SystemExit(f"ERROR: the runs differ in (device, dynamic): {sorted(settings, key=str)}")
+        raise SystemExit(f"ERROR: the runs differ in (device, dynamic, huge pages): {sorted(settings, key=str)}")
     (count,) = counts
     missing = sorted(i for i in range(1, count + 1) if any(i not in shards for shards in by_tag.values()))
     return {tag: [by_tag[tag][i] for i in sorted(by_tag[tag])] for tag in by_tag}, count, missing

@@ -866,3 +866,25 @@ def test_reduce_overhead_columns_are_timed_after_every_plain_column(monkeypatch,
     interp_mode.run_reduce_overhead(collected, "cpu")
     assert collected.errors == ["row (reduce-overhead): RuntimeError: no graph"] and events == ["timed"]
     assert len(collected.test_results) == 1 and collected.reduce_overhead_left == []
+
+
+def test_huge_pages_run_both_tags_with_the_cpu_allocators_huge_pages(monkeypatch, tmp_path):
+    """``--huge-pages``: ``THP_MEM_ALLOC_ENABLE=1`` in both tags' processes (PyTorch's CPU allocator
+    reads it once), recorded in each pickle and shown in the Runs section."""
+    from perf import results_table
+    from perf._pickles import load_run, save_run
+
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    assert orchestrator.child_env(tmp_path, huge_pages=True)["THP_MEM_ALLOC_ENABLE"] == "1"
+    assert "THP_MEM_ALLOC_ENABLE" not in orchestrator.child_env(tmp_path)
+    envs = []
+
+    def fake_call(command, **kwargs):
+        envs.append(kwargs["env"].get("THP_MEM_ALLOC_ENABLE"))
+        return 0
+
+    monkeypatch.setattr(orchestrator.subprocess, "call", fake_call)
+    orchestrator.main([str(tmp_path), "--device=cpu", "--huge-pages"])
+    assert envs == ["1", "1"]
+    save_run(tmp_path / "run.pkl", [_measurement(1e-3)], tag="PR", huge_pages=True)
+    assert "huge pages (THP_MEM_ALLOC_ENABLE=1)" in results_table.render([load_run(tmp_path / "run.pkl")])

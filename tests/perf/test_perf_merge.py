@@ -50,7 +50,7 @@ def test_a_recorded_mismatch_fails_the_merge(tmp_path):
     assert merge.main([str(tmp_path / "out"), *map(str, first + second)]) == 1
 
 
-@pytest.mark.parametrize("problem", ["twice", "counts", "dynamic", "not a shard"])
+@pytest.mark.parametrize("problem", ["twice", "counts", "dynamic", "huge pages", "not a shard"])
 def test_pickles_that_are_not_one_matrix_run_are_refused(tmp_path, problem):
     pickles = shard_pickles(tmp_path, 1, 2)
     if problem == "twice":
@@ -60,6 +60,8 @@ def test_pickles_that_are_not_one_matrix_run_are_refused(tmp_path, problem):
         pickles += shard_pickles(tmp_path, 2, 3)
     elif problem == "dynamic":
         pickles += shard_pickles(tmp_path, 2, 2, dynamic=False)
+    elif problem == "huge pages":
+        pickles += shard_pickles(tmp_path, 2, 2, huge_pages=True)
     else:
         with open(pickles[0], "rb") as f:
             payload = pickle.load(f)
