@@ -163,8 +163,8 @@ def merge_runs(paths: list, path) -> dict:
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
     roofline, compile time, page faults and kernel time; its spread spans every run's medians
-    (and their repeats). A mismatch or error in any run is kept; ``shard`` is the runs' where they ran
-one shard (the processes of a ``--shard I/N`` run). The empty-call overheads are the
+    (and their repeats). A mismatch or error in any run is kept; ``shard`` is the runs' where they
+    ran one shard (the processes of a ``--shard I/N`` run). The empty-call overheads are the
     runs' lowest, like the columns. ``processes`` is how many runs timed a column, the most common
     count (every run times the empty-call rows, only some a reduce-overhead column); ``shards``
     the number of distinct shards; ``cases_left`` the runs' unstarted cases, summed. A process's
@@ -205,9 +205,9 @@ one shard (the processes of a ``--shard I/N`` run). The empty-call overheads are
     cpus = sorted({p["cpus"] for p in payloads if p.get("cpus")})
     merged = {
         **payloads[0], "filepath": str(path), "test_results": [m for _, m, _ in best.values()],
-        "device_name": ", ".join(names) or None, "shard": shards.pop() if len(shards) == 1 else None,
+        "device_name": ", ".join(names) or None, "shard": next(iter(shards)) if len(shards) == 1 else None,
         "cpus": (cpus[0] if len(cpus) == 1 else f"{cpus[0]}-{cpus[-1]}") if cpus else None,
-        "shards": len({p["shard"] for p in payloads}) if all(p.get("shard") for p in payloads) else None,
+        "shards": None if None in shards else len(shards),
         "roofline": from_best("roofline"), "compile_seconds": from_best("compile_seconds"),
         "page_faults": from_best("page_faults"), "kernel_us": from_best("kernel_us"),
         "spread": spread, "mismatches": mismatches,

@@ -283,23 +283,17 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
     options = dict(dynamic=args.dynamic, num_threads=args.num_threads, min_run_time=min_run_time, repeat=args.repeat)
     for sub_label, measure, add in rows:
         name = f"{bench.OVERHEAD_LABEL} ({sub_label})"
-        try:
-            result = measure(device, args.tag, **options)
-        except Exception as e:
-            traceback.print_exc()
-            collected.errors.append(f"{name}: {type(e).__name__}: {short_message(e)}")
-            continue
-        add(result)
-        if result.reduce_overhead:
+        result, summary = _record(name, partial(measure, device, args.tag, **options), collected, device, add)
+        if result is not None and result.reduce_overhead:
             collected.reduce_overhead_left.append(
                 (name, partial(bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)))
-        print(f"{name}: {summarize(result)}", flush=True)
+        print(f"{name}: {summary}", flush=True)
 
 
-def _record(name: str, measure, collected: Collected, device: str):
-    """``measure()`` for row ``name``, its result added to ``collected``; a failure is recorded
-    (``collected.errors``), not raised. Returns the result (None where it failed) and the
-    progress line's summary."""
+def _record(name: str, measure, collected: Collected, device: str, add=None):
+    """``measure()`` for row ``name``, its result added to ``collected`` (by ``add``, default
+    ``collected.add``); a failure is recorded (``collected.errors``), not raised. Returns the
+    result (None where it failed) and the progress line's summary."""
     import torch
 
     try:
@@ -310,7 +304,7 @@ def _record(name: str, measure, collected: Collected, device: str):
         collected.errors.append(f"{name}: {error}")
         return None, f"FAILED: {error}"
     else:
-        collected.add(result)
+        (add or collected.add)(result)
         for description, problem in result.problems.items():
             print(f"!!!!! MISMATCH: {description} != eager for {name}: {problem}", flush=True)
         return result, summarize(result)
