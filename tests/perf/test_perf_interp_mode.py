@@ -799,6 +799,7 @@ def test_reduce_overhead_columns_are_timed_after_every_plain_column(monkeypatch,
     """Once a CUDA graph has run in a process, a later plain compiled call can take longer: a run
     times the reduce-overhead columns of the overhead rows and of the host-bound cases last, each
     stored with its row."""
+    import torch
     from torch.utils.benchmark.utils.common import Measurement, TaskSpec
 
     from perf import bench
@@ -835,9 +836,17 @@ def test_reduce_overhead_columns_are_timed_after_every_plain_column(monkeypatch,
     monkeypatch.setattr(bench, "run_case", fake_run_case)
     monkeypatch.setattr(bench, "run_case_reduce_overhead", fake_case_reduce_overhead)
     monkeypatch.setattr(bench, "measure_overhead_reduce_overhead", fake_overhead_reduce_overhead)
+    # run() sets process-wide state for a benchmark process: keep it from the other tests here
+    monkeypatch.setattr(interp_mode, "compile_each_case_afresh", lambda: None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "inductor-cache" / "triton"))
+    threads = torch.get_num_threads()
     names = "|".join(re.escape(c.name) for c in cases)
-    assert interp_mode.main([str(tmp_path), "--tag=PR", "--device=cpu", "--quick", "--mode=nearest", "--backward",
-                             f"--filter=^({names})$", "--pickle-name=run.pkl"]) == 0
+    try:
+        assert interp_mode.main([str(tmp_path), "--tag=PR", "--device=cpu", "--quick", "--mode=nearest",
+                                 "--backward", f"--filter=^({names})$", "--pickle-name=run.pkl"]) == 0
+    finally:
+        torch.set_num_threads(threads)
     plain = [("plain", bench.OVERHEAD_SUB_LABEL), ("plain", bench.STEP_OVERHEAD_SUB_LABEL)]
     plain += [("plain", c.name) for c in cases]
     reduce_overhead = [("reduce-overhead", bench.OVERHEAD_SUB_LABEL), ("reduce-overhead", bench.STEP_OVERHEAD_SUB_LABEL),
