@@ -161,6 +161,76 @@ class TestStaticIndexForm(TestCase):
             self.assertFalse(eager_rules._static_in_range(5, 9, 0.5, rule, False))
 
 
+class TestSymbolicUnclampedMaps(TestCase):
+    """Symbolic sizes drop the clamp under a guard where ``unclamped_in_range`` holds for the
+    example sizes (no guard where it does not, a proof while exporting); wherever the condition
+    holds, the map without the clamp stays below the input size."""
+
+    RULES = [eager_rules.Rule(exact=False), eager_rules.Rule(exact=True)]
+
+    def _last_index(self, isize, osize, scale, rule):
+        """The unclamped map at the last output position, for concrete sizes."""
+        s = eager_rules.forward_scale(isize, osize, scale, rule.double)
+        o = torch.tensor([osize - 1])
+        return eager_rules.raw_source_index(o, s, rule, in_float32=rule.exact).item()
+
+    def test_condition_implies_the_map_stays_in_range(self):
+        limit = eager_rules.UNCLAMPED_OSIZE_LIMIT
+        g = torch.Generator().manual_seed(0)
+        pairs = [(i, o) for o in (limit - 1, limit) for i in range(o - 40, o + 40)]
+        pairs += [(int(i), int(o)) for i, o in torch.randint(1, limit + 1, (2000, 2), generator=g)]
+        checked = 0
+        for rule, (isize, osize) in itertools.product(self.RULES, pairs):
+            for scale in (None, isize / osize, (isize + 0.5) / osize, float(osize) / isize):
+                scale = None if scale is None else 1 / scale  # the op's scale: output / input
+                if eager_rules.unclamped_in_range(isize, osize, scale, rule, rule.exact):
+                    checked += 1
+                    self.assertLess(self._last_index(isize, osize, scale, rule), isize,
+                                    msg=(rule, isize, osize, scale))
+        self.assertGreater(checked, 10000)
+        # a scale that reads past the input fails it (the clamp is needed there)
+        self.assertGreaterEqual(self._last_index(5, 9, 0.5, self.RULES[0]), 5)
+        self.assertFalse(eager_rules.unclamped_in_range(5, 9, 0.5, self.RULES[0], False))
+        self.assertFalse(eager_rules.unclamped_in_range(200, limit + 1, None, self.RULES[0], False))
+        for rule in (eager_rules.Rule(exact=False, double=True), eager_rules.Rule(exact=True, centre_shift=True)):
+            self.assertFalse(eager_rules.unclamped_in_range(200, 300, None, rule, False))
+        self.assertFalse(eager_rules.unclamped_in_range(200, 300, None, self.RULES[1], False))  # centres in float64
+
+    def _graph(self, scale, example):
+        def f(x):
+            isize, osize = x.shape
+            return eager_rules.source_index(torch.arange(osize, dtype=torch.int64), isize, osize, scale, self.RULES[0])
+
+        return make_fx(f, tracing_mode="symbolic")(torch.empty(example))
+
+    def test_traced_maps_without_the_clamp_are_eager_maps(self):
+        for scale, example in ((None, (7, 11)), (1.5, (8, 12)), (0.75, (12, 9))):
+            graph = self._graph(scale, example)
+            self.assertNotIn("clamp_max", str(graph.graph), msg=scale)
+            for isize, osize in [(7, 11), (3, 2), (200, 300), (1234, 2345), (6, 9), (12, 9), (40, 30)]:
+                if scale is not None and not eager_rules.unclamped_in_range(isize, osize, scale, self.RULES[0], False):
+                    continue  # sizes the guard sends to another graph
+                expected = eager_rules.static_source_indices(isize, osize, scale, self.RULES[0])
+                self.assertEqual(graph(torch.empty(isize, osize)).tolist(), expected, msg=(scale, isize, osize))
+
+    def test_guard_where_the_example_meets_it(self):
+        limit = eager_rules.UNCLAMPED_OSIZE_LIMIT
+        rule = self.RULES[0]
+        env, (i, o) = symbolic_sizes(200, 300)
+        self.assertTrue(size_conditions.holds_where_taken(eager_rules.unclamped_in_range(i, o, None, rule, False)))
+        self.assertEqual([g.expr for g in env.guards], [o.node.expr <= limit])
+        env, (i, o) = symbolic_sizes(200, limit + 1)
+        self.assertFalse(size_conditions.holds_where_taken(eager_rules.unclamped_in_range(i, o, None, rule, False)))
+        self.assertEqual(env.guards, [])  # the clamped map serves every size: nothing to recompile
+        env, (i, o) = symbolic_sizes(5, 9)
+        self.assertFalse(size_conditions.holds_where_taken(eager_rules.unclamped_in_range(i, o, 0.5, rule, False)))
+        self.assertEqual(env.guards, [])
+        env, (i, o) = symbolic_sizes(200, 300)
+        with exporting():
+            self.assertFalse(size_conditions.holds_where_taken(eager_rules.unclamped_in_range(i, o, None, rule, False)))
+        self.assertEqual(env.guards, [])
+
+
 class TestSpecialCasesOfScaledSizes(TestCase):
     """The header's special cases (``osize == isize``, ``osize == 2 * isize``) select at run time
     for symbolic sizes, except where the output size comes from a scale factor that rules them

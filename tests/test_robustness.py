@@ -37,7 +37,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 
 import decomps
 import lowerings
-from decomps import backward_windows, ops
+from decomps import backward_windows, eager_rules, ops
 from tests.common import generated_code
 
 aten = torch.ops.aten
@@ -580,6 +580,20 @@ def test_plain_store_recompile_bound():
     m = backward_windows.ROUNDING_MARGIN  # the output sizes are symbols too (dynamic=True)
     assert _has(rec.guards[0], rf"^s\d+\*\(s\d+ \+ {m}\) <= {m}\*s\d+$"), rec.guards
     assert not _has(rec.guards[1], rf"{m}"), rec.guards
+
+
+def test_unclamped_map_recompile_bound():
+    """A map without the clamp guards on ``osize <= 2**20`` (``eager_rules.unclamped_in_range``);
+    a larger output is one more graph, with the clamp and no guard, which serves the smaller
+    sizes after it too."""
+    limit = eager_rules.UNCLAMPED_OSIZE_LIMIT
+    fn = lambda x: F.interpolate(x, size=(x.shape[-1] + 3,), mode="nearest")  # noqa: E731
+    shapes = [(1, 2, 40), (1, 2, 57), (1, 2, limit), (1, 2, 33), (1, 2, limit + 5)]
+    with torch._inductor.config.patch(force_disable_caches=True):
+        rec = _run_stream(fn, shapes, dynamic=True)
+    assert rec.graphs == 2, rec.guards
+    assert _has(rec.guards[0], rf"^s\d+ \+ 3 <= {limit}$"), rec.guards
+    assert not _has(rec.guards[1], rf"<= {limit}$"), rec.guards
 
 
 # 20 spatial sizes with oh + ow <= 128 (one CPU kernel choice), then across it.
