@@ -330,12 +330,18 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
     return with_special_cases(special, isize, osize, scale, formula)
 
 
+def _float32_product(rule: Rule, in_float32: bool) -> bool:
+    """Whether a rule's map is one float32 product of a float32 centre and the scale, then a
+    floor: the maps whose largest index the in-range checks below bound."""
+    return not (rule.centre_shift or rule.double or (rule.exact and not in_float32))
+
+
 def _static_in_range(isize: int, osize: int, scale, rule: Rule, in_float32: bool) -> bool:
     """Whether a float32-product rule's largest index, at the last output position (the map does
     not decrease), is below ``isize`` without the clamp, and ``isize`` fits 32 bits. Evaluated on
     the host in Python floats: a product of two float32 values is exact in a double, so one
     rounding to float32 is eager's float32 product."""
-    if rule.centre_shift or rule.double or (rule.exact and not in_float32):
+    if not _float32_product(rule, in_float32):
         return False
     if not (0 < isize <= torch.iinfo(torch.int32).max and osize > 0 and isinstance(scale, float)):
         return False
@@ -370,7 +376,7 @@ def unclamped_in_range(isize, osize, scale: float | None, rule: Rule, in_float32
     in integers (an upper bound of ``s (1 + u)**3`` with a 27-bit numerator keeps the guard's
     products in 64 bits for any tensor that fits in memory).
     """
-    if rule.centre_shift or rule.double or (rule.exact and not in_float32):
+    if not _float32_product(rule, in_float32):
         return False
     if not is_explicit(scale):
         return osize <= UNCLAMPED_OSIZE_LIMIT
