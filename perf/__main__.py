@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from perf.cases import MODES
-from perf.interp_mode import EXIT_NO_PACKAGE, parse_bool, parse_shard, positive_int
+from perf.interp_mode import EXIT_NO_PACKAGE, LATE_ROUNDS, non_negative_int, parse_bool, parse_shard, positive_int
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_ORDER = ("Nightly", "PR")  # Nightly first: it does not depend on the package
@@ -52,6 +52,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="forms of the rows called with size (see perf.cases)")
     parser.add_argument("--repeat", type=positive_int, default=1,
                         help="rounds of timing per case in each run; keeps each column's lowest median")
+    parser.add_argument("--late-rounds", type=non_negative_int, default=LATE_ROUNDS, metavar="N",
+                        help="rounds of each host-bound row timed again after a run's last case (its "
+                             f"back-to-back rounds share one of the host's slow or fast spells; default {LATE_ROUNDS})")
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, alternating Nightly and PR, each in a new process; "
                              "keeps each column's lowest median")
@@ -134,6 +137,7 @@ def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
     command = [sys.executable, "-m", "perf.interp_mode", str(args.out_dir), f"--tag={tag}",
                f"--mode={args.mode}", f"--device={args.device}", f"--num-threads={args.num_threads}",
                f"--dynamic={args.dynamic}", f"--call-forms={args.call_forms}", f"--repeat={args.repeat}",
+               f"--late-rounds={args.late_rounds}",
                f"--pickle-name={pickle_name}"]
     command += ["--quick"] * args.quick + ["--backward"] * args.backward
     if args.min_run_time is not None:

@@ -89,6 +89,8 @@ class CaseResult:
     kernel_us: dict = field(default_factory=dict)  # CUDA column -> us of GPU kernels per call (profiler)
     # wants a mode="reduce-overhead" column, timed after every case's plain columns (time_reduce_overhead)
     reduce_overhead: bool = False
+    # eager's first round under the row's host-bound threshold (workload_host_bound_seconds)
+    host_bound: bool = False
 
 
 class FPNNeck(nn.Module):
@@ -354,7 +356,7 @@ class _Columns:
 
 def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
                   dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1,
-                  step_overhead_seconds: float | None = None) -> CaseResult:
+                  step_overhead_seconds: float | None = None, kernels: bool = True) -> CaseResult:
     """The Eager and Compiled columns: the compiled one called ``WARM_UP_CALLS`` times (its first
     and last results checked against eager), then both timed in ``repeat`` interleaved rounds,
     each column keeping its lowest median; on CUDA, each column's kernels per call.
@@ -376,7 +378,8 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     host_bound_seconds = workload_host_bound_seconds(work, step_overhead_seconds)
     result = columns.finish()
     result.reduce_overhead = wants_reduce_overhead(device, eager_seconds, host_bound_seconds, work.host_heavy)
-    if device == "cuda":  # a row whose kernels are shorter than its call is decided by the host
+    result.host_bound = eager_seconds < host_bound_seconds
+    if device == "cuda" and kernels:  # a row whose kernels are shorter than its call is decided by the host
         for kind, fn in columns.columns.items():
             try:
                 result.kernel_us[columns.description(kind)] = kernel_us(lambda fn=fn: fn(*work.args))
@@ -399,13 +402,14 @@ def time_reduce_overhead(work: Workload, label: str, sub_label: str, dtype: str,
 
 def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
              copy_gbps: float | None = None, repeat: int = 1,
-             step_overhead_seconds: float | None = None) -> CaseResult:
+             step_overhead_seconds: float | None = None, kernels: bool = True) -> CaseResult:
     """Check compiled against eager once, then time the Eager and Compiled columns (compile time
-    excluded)."""
+    excluded). The workload is built anew at each call (the same values: ``build_workload``
+    seeds its generator), so a row's late rounds time what its first ones did."""
     work = build_workload(case)
     result = time_workload(work, case.label, case.sub_label, case.dtype, case.device, tag, dynamic=dynamic,
                            num_threads=num_threads, min_run_time=min_run_time, repeat=repeat,
-                           step_overhead_seconds=step_overhead_seconds)
+                           step_overhead_seconds=step_overhead_seconds, kernels=kernels)
     result.roofline = _roofline(case, result.measurements, copy_gbps)
     return result
 
@@ -446,21 +450,21 @@ OVERHEAD_WORKLOADS = {OVERHEAD_SUB_LABEL: call_overhead_workload, STEP_OVERHEAD_
 
 
 def measure_call_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
-                          repeat: int = 1) -> CaseResult:
+                          repeat: int = 1, kernels: bool = True) -> CaseResult:
     """The host cost of one compiled call: a graph of one tiny op (``x + 1``), eager vs compiled."""
     return time_workload(call_overhead_workload(device), f"{OVERHEAD_LABEL}, {device}", OVERHEAD_SUB_LABEL,
                          "float32", device, tag, dynamic=dynamic, num_threads=num_threads,
-                         min_run_time=min_run_time, repeat=repeat)
+                         min_run_time=min_run_time, repeat=repeat, kernels=kernels)
 
 
 def measure_step_overhead(device: str, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
-                          repeat: int = 1) -> CaseResult:
+                          repeat: int = 1, kernels: bool = True) -> CaseResult:
     """The host cost of one compiled training step: ``torch.autograd.grad(compiled(x), x, g)`` of a
     one-op graph (``x * 2``), eager vs compiled; fwd+bwd rows faster than it in eager cannot be
     won by a compiled call."""
     return time_workload(empty_step_workload(device), f"{OVERHEAD_LABEL}, {device}", STEP_OVERHEAD_SUB_LABEL,
                          "float32", device, tag, dynamic=dynamic, num_threads=num_threads,
-                         min_run_time=min_run_time, repeat=repeat)
+                         min_run_time=min_run_time, repeat=repeat, kernels=kernels)
 
 
 def measure_overhead_reduce_overhead(sub_label: str, device: str, tag: str, *, dynamic: bool, num_threads: int,

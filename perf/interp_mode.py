@@ -13,7 +13,9 @@ same ``dynamic``: the host cost of a compiled call. With ``--backward`` a second
 empty compiled training step (``x * 2``, fwd+bwd); fwd+bwd rows whose eager time is below it
 count as host-bound. On CUDA, host-bound rows (and these two) get a ``mode="reduce-overhead"``
 column, timed after every row's Eager and Compiled columns: a CUDA graph that has run in the
-process can slow later plain compiled calls. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
+process can slow later plain compiled calls. Host-bound rows (these two included) are timed
+again after the last case (``--late-rounds``, default 1 round), each column keeping its lowest
+median: a host's speed moves in spells of seconds, and a row's back-to-back rounds share one. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
 each column's lowest median. ``--shard I/N`` runs every N-th case from the I-th (``python -m perf
 --devices`` runs a shard per CUDA device). On CUDA each row also records its Eager and Compiled
 columns' GPU kernel time per call (``kernel_us``).
@@ -50,6 +52,9 @@ QUICK_MIN_RUN_TIME = 0.25
 DEFAULT_MIN_RUN_TIME = 2.0
 COPY_MIN_RUN_TIME = 1.0
 ERROR_CHARS = 500
+# A host's speed moves in spells of seconds (docs/findings.md, finding 8): a host-bound row's
+# rounds, back to back, fall in one spell; a late round, a whole run of cases later, in another.
+LATE_ROUNDS = 1
 
 
 def parse_bool(text: str) -> bool:
@@ -65,6 +70,13 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return value
 
 
@@ -89,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=positive_int, default=1,
                         help="rounds of timing per case, interleaving its columns; each column keeps "
                              "its lowest median (default 1)")
+    parser.add_argument("--late-rounds", type=non_negative_int, default=LATE_ROUNDS,
+                        help="rounds of each host-bound row timed again after the last case, its columns "
+                             f"keeping their lowest median over all its rounds (default {LATE_ROUNDS})")
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
     parser.add_argument("--shard", type=parse_shard, default=None,
                         help="I/N: only the I-th of N shards of the cases (every N-th case from the I-th)")
@@ -231,6 +246,9 @@ class Collected:
     cases_left: int = 0  # not started: the process's time limit (--stop-after)
     # rows whose reduce-overhead column is still to time: (name, a function that times it)
     reduce_overhead_left: list = field(default_factory=list)
+    # host-bound rows whose late rounds are still to time: (name, a function that times them,
+    # what merges their result: merge_late_rounds, or the overhead rows' own)
+    late_rounds_left: list = field(default_factory=list)
 
     def add(self, result) -> None:
         self.test_results += result.measurements
@@ -245,6 +263,29 @@ class Collected:
                 if description in per_column:
                     keyed[key] = per_column[description]
 
+    def merge_late_rounds(self, result) -> None:
+        """A row's late rounds (``run_late_rounds``): each column keeps the measurement with the
+        lowest median of all the row's rounds, with its roofline and page faults, and the spread
+        of all of them; a mismatch of the late compile is recorded like a first one."""
+        index = {(m.task_spec.label, m.task_spec.sub_label, m.task_spec.description): i
+                 for i, m in enumerate(self.test_results)}
+        for m in result.measurements:
+            description = m.task_spec.description
+            key = (m.task_spec.label, m.task_spec.sub_label, description)
+            if description in result.problems:
+                self.mismatches.setdefault(key, result.problems[description])
+            if key not in index:  # a column the first rounds did not time
+                continue
+            first, late = self.spread.get(key), result.spread.get(description)
+            if first and late:
+                self.spread[key] = {"min": min(first["min"], late["min"]), "max": max(first["max"], late["max"]),
+                                    "n": first["n"] + late["n"]}
+            if m.median < self.test_results[index[key]].median:
+                self.test_results[index[key]] = m
+                for keyed, per_column in ((self.roofline, result.roofline), (self.page_faults, result.page_faults)):
+                    if description in per_column:
+                        keyed[key] = per_column[description]
+
     def add_call_overhead(self, result) -> None:
         """The overhead row, and the compiled call's median (us) as ``compiled_call_overhead_us``."""
         self.add(result)
@@ -254,6 +295,14 @@ class Collected:
         """The fwd+bwd overhead row, and the compiled step's median (us) as ``compiled_step_overhead_us``."""
         self.add(result)
         self.compiled_step_overhead_us = _compiled_median_us(result)
+
+    def merge_late_call_overhead(self, result) -> None:
+        self.merge_late_rounds(result)
+        self.compiled_call_overhead_us = min(self.compiled_call_overhead_us, _compiled_median_us(result))
+
+    def merge_late_step_overhead(self, result) -> None:
+        self.merge_late_rounds(result)
+        self.compiled_step_overhead_us = min(self.compiled_step_overhead_us, _compiled_median_us(result))
 
     def step_overhead_seconds(self) -> float | None:
         return None if self.compiled_step_overhead_us is None else self.compiled_step_overhead_us * 1e-6
@@ -277,16 +326,21 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
     ``--backward`` an empty compiled fwd+bwd step. A failure is recorded, not raised."""
     from perf import bench
 
-    rows = [(bench.OVERHEAD_SUB_LABEL, bench.measure_call_overhead, collected.add_call_overhead)]
+    rows = [(bench.OVERHEAD_SUB_LABEL, bench.measure_call_overhead, collected.add_call_overhead,
+             collected.merge_late_call_overhead)]
     if args.backward:
-        rows.append((bench.STEP_OVERHEAD_SUB_LABEL, bench.measure_step_overhead, collected.add_step_overhead))
+        rows.append((bench.STEP_OVERHEAD_SUB_LABEL, bench.measure_step_overhead, collected.add_step_overhead,
+                     collected.merge_late_step_overhead))
     options = dict(dynamic=args.dynamic, num_threads=args.num_threads, min_run_time=min_run_time, repeat=args.repeat)
-    for sub_label, measure, add in rows:
+    for sub_label, measure, add, merge_late in rows:
         name = f"{bench.OVERHEAD_LABEL} ({sub_label})"
         result, summary = _record(name, partial(measure, device, args.tag, **options), collected, device, add)
         if result is not None and result.reduce_overhead:
             collected.reduce_overhead_left.append(
                 (name, partial(bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)))
+        if result is not None and result.host_bound and args.late_rounds:
+            late = dict(options, repeat=args.late_rounds, kernels=False)
+            collected.late_rounds_left.append((name, partial(measure, device, args.tag, **late), merge_late))
         print(f"{name}: {summary}", flush=True)
 
 
@@ -342,8 +396,32 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
                 bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
                 num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
                 repeat=args.repeat)))
+        if result is not None and result.host_bound and args.late_rounds:
+            collected.late_rounds_left.append((case.name, partial(
+                bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
+                min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.late_rounds,
+                step_overhead_seconds=step_overhead_seconds, kernels=False), collected.merge_late_rounds))
         save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
+    return collected
+
+
+def run_late_rounds(collected: Collected, device: str, save=lambda collected: None,
+                    deadline: float | None = None) -> Collected:
+    """Time the late rounds that ``measure_overheads`` and ``run_cases`` left: each host-bound
+    row again, on its workload built and compiled anew, after the process's last case, so that
+    its rounds sample the host at two times (``LATE_ROUNDS``). A late compile is checked against
+    eager like the first. None starts at or after ``deadline`` (``time.perf_counter()``)."""
+    left = collected.late_rounds_left
+    total = len(left)
+    for i, (name, measure, merge) in enumerate(list(left), 1):
+        if deadline is not None and time.perf_counter() >= deadline:
+            print(f"Time limit: {len(left)} host-bound rows' late rounds not timed", flush=True)
+            break
+        left.pop(0)
+        _, summary = _record(f"{name} (late rounds)", measure, collected, device, merge)
+        save(collected)
+        print(f"[late rounds {i}/{total}] {name} | {summary}", flush=True)
     return collected
 
 
@@ -423,6 +501,7 @@ def run(args) -> int:
     deadline = None if args.stop_after is None else start + args.stop_after
     collected = run_cases(cases, args, device, min_run_time, copy_gbps, save, collected,
                           step_overhead_seconds=collected.step_overhead_seconds(), deadline=deadline)
+    run_late_rounds(collected, device, save, deadline)
     run_reduce_overhead(collected, device, save, deadline)
     if args.tag == "Nightly":
         assert_package_absent()

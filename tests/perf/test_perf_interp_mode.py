@@ -22,7 +22,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_one_case_nightly_run_end_to_end(tmp_path):
-    """One literal-size case, timed in 2 rounds, after the compiled call overhead row."""
+    """One literal-size case, timed in 2 rounds, after the compiled call overhead row, whose late
+    round follows the case."""
     case = next(c for c in make_cases("cpu", quick=True, modes=("nearest",)) if c.call_form == "literal")
     cache = tmp_path / "inductor-cache"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
@@ -57,9 +58,12 @@ def test_one_case_nightly_run_end_to_end(tmp_path):
     assert compiled.median > 0
     keys = [(m.task_spec.label, m.task_spec.sub_label, m.task_spec.description) for m in payload["test_results"]]
     assert sorted(payload["spread"]) == sorted(keys)
-    for m, key in zip(payload["test_results"], keys):  # the kept Measurement is the lowest of 2 medians
+    assert re.search(r"^\[late rounds 1/\d\] Compiled call overhead", proc.stdout, re.M), proc.stdout
+    case_late = f"] {case.name} | " in proc.stdout  # a case under 100 us in eager is host-bound too
+    for m, key in zip(payload["test_results"], keys):  # the kept Measurement is the lowest median
         spread = payload["spread"][key]
-        assert spread["n"] == 2 and spread["min"] == m.median <= spread["max"]
+        late = key[0] == "Compiled call overhead, cpu" or case_late
+        assert spread["n"] == (3 if late else 2) and spread["min"] == m.median <= spread["max"]
     assert sorted(payload["compile_seconds"]) == sorted([keys[1], keys[3]])
     assert sorted(payload["page_faults"]) == sorted(keys)  # a CPU run: every column
     assert all(faults >= 0 for faults in payload["page_faults"].values())
@@ -361,6 +365,28 @@ def test_host_bound_cuda_rows_get_a_checked_reduce_overhead_column(monkeypatch):
         assert compiled == [{"fullgraph": True, "dynamic": True}] and not result.reduce_overhead
         assert len(result.kernel_us) == (2 if device == "cuda" else 0)
 
+
+
+def test_host_bound_rows_are_marked_on_every_device(monkeypatch):
+    """``host_bound`` (eager's first round under the row's threshold) decides a row's late rounds,
+    on the CPU as on CUDA; ``kernels=False`` skips the kernel times."""
+    from perf import bench
+
+    def add_one(x):
+        return x + 1
+
+    def slow_add_one(x):
+        time.sleep(200e-6)
+        return x + 1
+
+    for device in ("cpu", "cuda"):
+        assert _time_fake(monkeypatch, device, add_one)[0].host_bound
+        assert not _time_fake(monkeypatch, device, slow_add_one)[0].host_bound
+    monkeypatch.setattr(bench, "kernel_us", lambda call: pytest.fail("profiled"))
+    work = bench.Workload(add_one, (__import__("torch").zeros(8),))
+    result = bench.time_workload(work, "L", "S", "float32", "cuda", "PR", dynamic=True, num_threads=1,
+                                 min_run_time=0.01, kernels=False)
+    assert result.kernel_us == {}
 
 def test_a_cuda_row_without_a_profiler_keeps_its_times(monkeypatch, capsys):
     def no_profiler(call):
@@ -876,6 +902,101 @@ def test_reduce_overhead_columns_are_timed_after_every_plain_column(monkeypatch,
     assert collected.errors == ["row (reduce-overhead): RuntimeError: no graph"] and events == ["timed"]
     assert len(collected.test_results) == 1 and collected.reduce_overhead_left == []
 
+
+
+def test_host_bound_rows_are_timed_again_after_the_last_case(monkeypatch, tmp_path, capsys):
+    """A host's speed moves in spells of seconds, and a row's back-to-back rounds share one: each
+    host-bound row (the overhead rows included) is timed again after the last case and before any
+    reduce-overhead column, each column keeping the lowest median of all its rounds; the other
+    rows are timed once."""
+    import torch
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
+
+    from perf import bench
+    from perf._pickles import load_run
+
+    cases = [c for c in make_cases("cpu", quick=True, modes=("nearest",)) if c.kind == "interp"][:2]
+    events, late_options = [], []
+
+    def result(label, sub_label, medians, host_bound, problem=None):
+        kinds = ("Eager", "Compiled")
+        measurements = [Measurement(1, [t], TaskSpec("", "", label=label, sub_label=sub_label,
+                                                     description=f"{kind} (x) PR")) for kind, t in zip(kinds, medians)]
+        spread = {m.task_spec.description: {"min": m.median, "max": m.median, "n": 1} for m in measurements}
+        problems = {} if problem is None else {"Compiled (x) PR": problem}
+        return bench.CaseResult(measurements, spread=spread, host_bound=host_bound, problems=problems,
+                                reduce_overhead=host_bound)
+
+    def overhead(sub_label, first, late):
+        def measure(device, tag, **kwargs):
+            is_late = "kernels" in kwargs
+            events.append(("late" if is_late else "plain", sub_label))
+            return result(bench.OVERHEAD_LABEL, sub_label, late if is_late else first, True)
+        return measure
+
+    def fake_run_case(case, tag, **kwargs):
+        is_late = kwargs.get("kernels") is False
+        events.append(("late" if is_late else "plain", case.name))
+        if is_late:
+            late_options.append(kwargs)
+            return result(case.label, case.sub_label, (5e-5, 1e-5), True, problem="late values differ")
+        return result(case.label, case.sub_label, (4e-5, 2e-5), case.name == cases[0].name)
+
+    monkeypatch.setattr(bench, "measure_call_overhead", overhead(bench.OVERHEAD_SUB_LABEL, (8e-6, 6e-5), (9e-6, 4e-5)))
+    monkeypatch.setattr(bench, "measure_step_overhead", overhead(bench.STEP_OVERHEAD_SUB_LABEL, (9e-5, 3e-4),
+                                                                 (8e-5, 4e-4)))
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    def reduce_overhead(label, sub_label):
+        events.append(("reduce-overhead", sub_label if label == bench.OVERHEAD_LABEL else cases[0].name))
+        description = f"{bench.REDUCE_OVERHEAD} (x) PR"
+        return bench.CaseResult([Measurement(1, [3e-5], TaskSpec("", "", label=label, sub_label=sub_label,
+                                                                  description=description))])
+
+    monkeypatch.setattr(bench, "run_case_reduce_overhead",
+                        lambda case, tag, **kwargs: reduce_overhead(case.label, case.sub_label))
+    monkeypatch.setattr(bench, "measure_overhead_reduce_overhead",
+                        lambda sub_label, device, tag, **kwargs: reduce_overhead(bench.OVERHEAD_LABEL, sub_label))
+    monkeypatch.setattr(interp_mode, "compile_each_case_afresh", lambda: None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "inductor-cache" / "triton"))
+    threads = torch.get_num_threads()
+    names = "|".join(re.escape(c.name) for c in cases)
+    argv = [str(tmp_path), "--tag=PR", "--device=cpu", "--quick", "--mode=nearest", "--backward",
+            f"--filter=^({names})$", "--repeat=3"]
+    try:
+        status = interp_mode.main(argv + ["--late-rounds=2", "--pickle-name=run.pkl"])
+    finally:
+        torch.set_num_threads(threads)
+    assert status == interp_mode.EXIT_PROBLEMS  # the late compile's mismatch counts like a first one
+    overheads = (bench.OVERHEAD_SUB_LABEL, bench.STEP_OVERHEAD_SUB_LABEL)
+    plain = [("plain", s) for s in overheads] + [("plain", c.name) for c in cases]
+    late = [("late", s) for s in overheads] + [("late", cases[0].name)]
+    reduce_overhead = [("reduce-overhead", s) for s in overheads] + [("reduce-overhead", cases[0].name)]
+    assert events == plain + late + reduce_overhead
+    assert [(o["repeat"], o["kernels"]) for o in late_options] == [(2, False)]
+    assert "[late rounds 3/3] " + cases[0].name in capsys.readouterr().out
+
+    run = load_run(tmp_path / "run.pkl")
+    times = {(r.sub_label, r.description.split(" (")[0]): r.median for r in run.rows}
+    assert times[(cases[0].sub_label, "Compiled")] == 1e-5 and times[(cases[0].sub_label, "Eager")] == 4e-5
+    assert times[(cases[1].sub_label, "Compiled")] == 2e-5
+    assert run.extra["spread"][(cases[0].label, cases[0].sub_label, "Compiled (x) PR")] == {
+        "min": 1e-5, "max": 2e-5, "n": 2}
+    assert (cases[0].label, cases[0].sub_label, "Compiled (x) PR") in run.extra["mismatches"]
+    assert run.extra["compiled_call_overhead_us"] == pytest.approx(40.0)
+    assert run.extra["compiled_step_overhead_us"] == pytest.approx(300.0)
+
+    events.clear()
+    try:
+        interp_mode.main(argv + ["--late-rounds=0", "--pickle-name=none.pkl"])
+    finally:
+        torch.set_num_threads(threads)
+    assert [e for e in events if e[0] == "late"] == []
+    with pytest.raises(SystemExit):
+        interp_mode.build_parser().parse_args(["out", "--tag=PR", "--late-rounds=-1"])
+    assert interp_mode.build_parser().parse_args(["out", "--tag=PR"]).late_rounds == interp_mode.LATE_ROUNDS == 1
+    command = orchestrator.child_command("PR", orchestrator.parse_args(["out", "--late-rounds=3"]), "p.pkl")
+    assert "--late-rounds=3" in command
 
 def test_huge_pages_run_both_tags_with_the_cpu_allocators_huge_pages(monkeypatch, tmp_path):
     """``--huge-pages``: ``THP_MEM_ALLOC_ENABLE=1`` in both tags' processes (PyTorch's CPU allocator
