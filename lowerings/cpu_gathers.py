@@ -118,10 +118,11 @@ def vector_dtypes() -> tuple[torch.dtype, ...]:
     return (torch.float32,) if available() else ()
 
 
-def in_package_kernel() -> bool:
-    """Whether the C++ kernel being generated holds a package node and takes the AVX512 path (set
+def package_kernel_bits() -> int:
+    """The path's vector width (``VECTOR_BITS`` or ``AVX2_BITS``) where the C++ kernel being
+    generated holds a package node and the backend's vectors are one of the paths', else 0 (set
     by ``codegen_nodes`` while installed)."""
-    return _PACKAGE_KERNEL.get() == VECTOR_BITS
+    return _PACKAGE_KERNEL.get()
 
 
 def holds_package_node(nodes) -> bool:
