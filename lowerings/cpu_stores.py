@@ -11,7 +11,7 @@ Zen 5 machine of the CPU tables, the AVX2 copy on the Zen 3 one. Where the count
 stored unmasked (``_mm_storel_epi64``, ``_mm_storeu_ps``, ``_mm256_storeu_ps``): the same bytes to
 the same addresses. x4 float32 (1,256,128,128) forward with AVX512, the kernel alone, 2 threads:
 76.3 -> 57.5 ms, eager 66.6 (1 thread: 131.4 -> 96.2, eager 111.6); x2 float32 (16,64,16000)
-with AVX2, 1 thread, output pages in: 100.6-140.7 -> 30.3-33.7 ms, eager 44.6-46.8
+with AVX2, 1 thread, output pages in: 97.0-125.0 -> 26.2-34.8 ms, eager 37.4-46.7
 (docs/findings.md, finding 9).
 """
 
