@@ -15,8 +15,9 @@ count as host-bound. On CUDA, host-bound rows (and these two) get a ``mode="redu
 column, timed after every row's Eager and Compiled columns: a CUDA graph that has run in the
 process can slow later plain compiled calls. Host-bound rows (these two included) are timed
 again after the last case (``--late-rounds``, default 1 round), each column keeping its lowest
-median: a host's speed moves in spells of seconds, and a row's back-to-back rounds share one. ``--repeat N`` times each case's columns in N interleaved rounds and keeps
-each column's lowest median. ``--shard I/N`` runs every N-th case from the I-th (``python -m perf
+median: a host's speed moves in spells of seconds, and a row's back-to-back rounds share one.
+``--repeat N`` times each case's columns in N interleaved rounds and keeps each column's lowest
+median. ``--shard I/N`` runs every N-th case from the I-th (``python -m perf
 --devices`` runs a shard per CUDA device). On CUDA each row also records its Eager and Compiled
 columns' GPU kernel time per call (``kernel_us``).
 
