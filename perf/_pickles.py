@@ -157,6 +157,14 @@ def load_run(path) -> Run:
     )
 
 
+def join_spreads(seen: dict | None, own: dict) -> dict:
+    """One column's spread ``{"min", "max", "n"}`` over two sets of rounds' medians (``seen``
+    None: ``own`` alone)."""
+    if seen is None:
+        return own
+    return {"min": min(seen["min"], own["min"]), "max": max(seen["max"], own["max"]), "n": seen["n"] + own["n"]}
+
+
 def merge_runs(paths: list, path) -> dict:
     """One pickle from several runs of one tag (``python -m perf --processes N``), and of its
     shards (``--devices``: each shard a part of the cases, its own rows).
@@ -187,9 +195,7 @@ def merge_runs(paths: list, path) -> dict:
             if key not in best or median < best[key][0]:
                 best[key] = (median, m, payload)
             own = (payload.get("spread") or {}).get(key) or {"min": median, "max": median, "n": 1}
-            seen = spread.get(key)
-            spread[key] = own if seen is None else {
-                "min": min(seen["min"], own["min"]), "max": max(seen["max"], own["max"]), "n": seen["n"] + own["n"]}
+            spread[key] = join_spreads(spread.get(key), own)
         for key, problem in (payload.get("mismatches") or {}).items():
             mismatches.setdefault(key, problem)
 

@@ -268,6 +268,8 @@ class Collected:
         """A row's late rounds (``run_late_rounds``): each column keeps the measurement with the
         lowest median of all the row's rounds, with its roofline and page faults, and the spread
         of all of them; a mismatch of the late compile is recorded like a first one."""
+        from perf._pickles import join_spreads
+
         index = {(m.task_spec.label, m.task_spec.sub_label, m.task_spec.description): i
                  for i, m in enumerate(self.test_results)}
         for m in result.measurements:
@@ -277,10 +279,8 @@ class Collected:
                 self.mismatches.setdefault(key, result.problems[description])
             if key not in index:  # a column the first rounds did not time
                 continue
-            first, late = self.spread.get(key), result.spread.get(description)
-            if first and late:
-                self.spread[key] = {"min": min(first["min"], late["min"]), "max": max(first["max"], late["max"]),
-                                    "n": first["n"] + late["n"]}
+            if key in self.spread and description in result.spread:
+                self.spread[key] = join_spreads(self.spread[key], result.spread[description])
             if m.median < self.test_results[index[key]].median:
                 self.test_results[index[key]] = m
                 for keyed, per_column in ((self.roofline, result.roofline), (self.page_faults, result.page_faults)):
