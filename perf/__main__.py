@@ -113,7 +113,10 @@ def behind_filter(pickles: list[Path], args: argparse.Namespace) -> str:
     rows = speedup.compute_speedups(merged_rows(runs), specs)
     behind = {(r.label, r.sub_label) for listed in speedup.rows_behind(rows, specs).values() for r in listed}
     device = next((run.extra["device"] for run in runs if run.extra.get("device")), None)
-    _, cases = select_cases(args, device or ("cuda" if _has_cuda() else "cpu"))  # args.filter is unset
+    # every case of the matrix, args.filter being unset: with --shard the run's processes take their
+    # shard of the rows behind, not of the matrix
+    whole = argparse.Namespace(**{**vars(args), "shard": None})
+    _, cases = select_cases(whole, device or ("cuda" if _has_cuda() else "cpu"))
     names = [c.name for c in cases if (c.label, c.sub_label) in behind]
     if not names:
         raise SystemExit(f"ERROR: no row of this run's matrix is behind in {', '.join(map(str, pickles))}")

@@ -717,7 +717,8 @@ def test_a_shard_compiles_without_workers(tmp_path):
 
 def test_behind_times_only_the_rows_a_report_lists_as_behind(monkeypatch, tmp_path):
     """``--behind PR.pkl NIGHTLY.pkl``: the cases of the run's matrix whose rows that report lists
-    as behind (a host-bound row behind eager is not listed), and no others."""
+    as behind (a host-bound row behind eager is not listed), and no others; with ``--shard I/N``,
+    the I-th of N shards of those cases."""
     from torch.utils.benchmark.utils.common import Measurement, TaskSpec
 
     from perf._pickles import save_run
@@ -743,6 +744,9 @@ def test_behind_times_only_the_rows_a_report_lists_as_behind(monkeypatch, tmp_pa
     assert len(filters) == 2 and filters[0] == filters[1]
     matched = [c.name for c in make_cases("cpu", quick=True) if re.search(filters[0], c.name)]
     assert matched == [cases[0].name]
+    # with --shard, the filter names every row behind, and the run's processes take their shard of them
+    orchestrator.main([str(tmp_path / "again"), "--device=cpu", "--quick", "--shard=2/2", "--behind", *map(str, pickles)])
+    assert filters[2:] == filters[:2]
     with pytest.raises(SystemExit):
         orchestrator.parse_args(["out", "--behind", str(pickles[0]), "--filter", "x"])
 
