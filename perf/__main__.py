@@ -7,7 +7,9 @@ cache under OUT_DIR: first ``--tag=Nightly`` (stock torch), then ``--tag=PR`` (i
 ``decomps``); with ``--processes N``, N such pairs, whose pickles are merged per tag (each
 column's lowest median); with ``--devices 0,1,...`` the cases are split into a shard per CUDA
 device, the shards run side by side (each its own Nightly and PR processes on its device, output
-to a log file under OUT_DIR) and their pickles merge the same way; with ``--shard I/N`` only that
+to a log file under OUT_DIR) and their pickles merge the same way; with ``--lockstep`` each pair's
+two processes run side by side, taking turns after each timed column (``perf.turns``), each with
+its output in a log file; with ``--shard I/N`` only that
 shard of the cases, on one device (``python -m perf.merge`` reports a matrix's shards, run one
 after another, as one run); with ``--time-limit SECONDS``
 no process starts a case after that time (each taking an equal share of what is left when it
@@ -29,6 +31,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from perf import turns
 from perf.cases import MODES
 from perf.interp_mode import EXIT_NO_PACKAGE, LATE_ROUNDS, non_negative_int, parse_bool, parse_shard, positive_int
 
@@ -58,6 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, alternating Nightly and PR, each in a new process; "
                              "keeps each column's lowest median")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="run each Nightly and PR process pair side by side, taking turns after each "
+                             "timed column (perf.turns), so that both tags' rounds meet the same spells of "
+                             "the host's speed")
     parser.add_argument("--behind", nargs="+", type=Path, default=None, metavar="PICKLE",
                         help="time only the rows that the report of these pickles (a run's PR and Nightly "
                              "pickles) lists as behind, e.g. again with --processes")
@@ -182,6 +189,23 @@ def failure_message(tag: str, rc: int) -> str | None:
     return f"ERROR: the {tag} run exited with status {rc} (see above)."
 
 
+def tag_process(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int] | None = None,
+                device: int | None = None, stop_after: float | None = None) -> tuple[list[str], dict, list | None, Path]:
+    """One benchmark process's command, environment, CPUs (``process_cpus``) and pickle. ``stem``
+    names the pickle ``<stem>-<tag>.pkl`` and its private cache."""
+    out_dir = args.out_dir.resolve()
+    pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
+    command = child_command(tag, args, pickle_path.name, shard, stop_after)
+    env = child_env(cache_dir, device, args.huge_pages)
+    cpus = process_cpus(sorted(os.sched_getaffinity(0)), None if device is None else shard, args.cpus_per_process)
+    return command, env, cpus, pickle_path
+
+
+def pinned_to(cpus: list[int] | None) -> dict:
+    """``subprocess`` keywords that run a child on ``cpus`` (None: the parent's)."""
+    return {} if cpus is None else {"preexec_fn": partial(os.sched_setaffinity, 0, cpus)}
+
+
 def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int] | None = None,
             device: int | None = None, stop_after: float | None = None) -> tuple[Path | None, int]:
     """One benchmark process; returns its pickle (None if it wrote none) and exit status.
@@ -189,22 +213,46 @@ def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int
     on ``device`` alone and writes its output to ``<stem>-<tag>.log`` (a ``--shard`` run, with no
     ``device``, prints it). ``stop_after``: the seconds after which the process starts no case
     (None: no limit)."""
-    out_dir = args.out_dir.resolve()
-    pickle_path, cache_dir = out_dir / f"{stem}-{tag}.pkl", out_dir / f"inductor-cache-{stem}-{tag}"
-    command = child_command(tag, args, pickle_path.name, shard, stop_after)
-    env = child_env(cache_dir, device, args.huge_pages)
-    cpus = process_cpus(sorted(os.sched_getaffinity(0)), None if device is None else shard, args.cpus_per_process)
-    pinned = {} if cpus is None else {"preexec_fn": partial(os.sched_setaffinity, 0, cpus)}
+    command, env, cpus, pickle_path = tag_process(tag, args, stem, shard, device, stop_after)
+    pinned = pinned_to(cpus)
     if device is None:
         on = "" if cpus is None else f", {len(cpus)} CPUs"
-        print(f"\n===== {tag} run (Inductor cache: {cache_dir}{on}) =====", flush=True)
+        print(f"\n===== {tag} run (Inductor cache: {env['TORCHINDUCTOR_CACHE_DIR']}{on}) =====", flush=True)
         rc = subprocess.call(command, cwd=REPO_ROOT, env=env, **pinned)
     else:
-        log = out_dir / f"{stem}-{tag}.log"
+        log = args.out_dir.resolve() / f"{stem}-{tag}.log"
         print(f"===== {tag} run, shard {shard[0]}/{shard[1]} on CUDA device {device}, {len(cpus)} CPUs "
               f"(output: {log})", flush=True)
         with open(log, "w") as f:
             rc = subprocess.call(command, cwd=REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, **pinned)
+    return _finished(tag, pickle_path, rc, shard)
+
+
+def run_pair(args: argparse.Namespace, stem: str, shard: tuple[int, int] | None = None,
+             device: int | None = None, stop_after: float | None = None) -> list[tuple[Path | None, int]]:
+    """A Nightly and a PR process side by side, taking turns (``perf.turns``): one pipe each way,
+    the token first in Nightly's. Each writes its output to ``<stem>-<tag>.log``. Returns each
+    tag's pickle and exit status, in ``RUN_ORDER``."""
+    to_nightly, to_pr = os.pipe(), os.pipe()  # (read end, write end)
+    ends = {"Nightly": (to_nightly[0], to_pr[1]), "PR": (to_pr[0], to_nightly[1])}
+    os.write(to_nightly[1], turns.TOKEN)
+    processes = []
+    for tag in RUN_ORDER:
+        command, env, cpus, pickle_path = tag_process(tag, args, stem, shard, device, stop_after)
+        command.append("--turns={},{}".format(*ends[tag]))
+        log = args.out_dir.resolve() / f"{stem}-{tag}.log"
+        with open(log, "w") as f:
+            process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                       pass_fds=ends[tag], **pinned_to(cpus))
+        processes.append((tag, process, pickle_path))
+    print(f"===== Nightly and PR runs side by side, taking turns"
+          + (f", shard {shard[0]}/{shard[1]}" if shard else "") + f" (output: {stem}-<tag>.log)", flush=True)
+    for fd in (*to_nightly, *to_pr):  # only the children hold the ring: one's exit ends the other's waits
+        os.close(fd)
+    return [_finished(tag, pickle_path, process.wait(), shard) for tag, process, pickle_path in processes]
+
+
+def _finished(tag: str, pickle_path: Path, rc: int, shard: tuple[int, int] | None) -> tuple[Path | None, int]:
     message = failure_message(tag, rc)
     if message:
         print(f"\n{message}" + (f" (shard {shard[0]}/{shard[1]})" if shard else ""), file=sys.stderr)
@@ -250,20 +298,27 @@ def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None,
     runs, statuses = {tag: [] for tag in RUN_ORDER}, []
     of_shard = args.shard if shard is None else (shard, len(args.devices))
     device = None if shard is None else args.devices[shard - 1]
-    order = [(i, tag) for i in range(1, args.processes + 1) for tag in RUN_ORDER]
-    for n, (i, tag) in enumerate(order):
+    # with --lockstep a pair's two processes are one step, side by side
+    tags = (RUN_ORDER,) if args.lockstep else tuple((tag,) for tag in RUN_ORDER)
+    order = [(i, step) for i in range(1, args.processes + 1) for step in tags]
+    for n, (i, step) in enumerate(order):
         stop_after = None
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                print(f"Time limit: {len(order) - n} process(es) not started"
+                print(f"Time limit: {len(step) * (len(order) - n)} process(es) not started"
                       + (f" (shard {shard}/{len(args.devices)})" if shard else ""), file=sys.stderr)
                 break
             stop_after = left / (len(order) - n)
-        path, rc = run_tag(tag, args, run_stem(stem, args, shard, i), of_shard, device, stop_after)
-        statuses.append(rc)
-        if path is not None:
-            runs[tag].append(path)
+        process_stem = run_stem(stem, args, shard, i)
+        if args.lockstep:
+            results = run_pair(args, process_stem, of_shard, device, stop_after)
+        else:
+            results = [run_tag(step[0], args, process_stem, of_shard, device, stop_after)]
+        for tag, (path, rc) in zip(step, results):
+            statuses.append(rc)
+            if path is not None:
+                runs[tag].append(path)
     return runs, statuses
 
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from torch import nn
 
+from perf import turns
 from perf._tables import HOST_BOUND_SECONDS, OVERHEAD_LABEL, host_bound_threshold
 from perf.cases import NECK_OUT_CHANNELS, Case, min_bytes
 
@@ -333,7 +334,8 @@ class _Columns:
 
     def time_round(self, min_run_time: float) -> None:
         """Every column once (``blocked_autorange``), so that a slow spell of a noisy machine hits
-        every column alike."""
+        every column alike; with ``--lockstep``, the partner tag's process times the same column
+        after each (``perf.turns``)."""
         for kind, fn in self.columns.items():
             timer = _timer(fn, self.work.args, self.label, self.sub_label, self.description(kind), self.num_threads)
             # pages the allocator gave back and the calls touched again: they can decide a CPU row
@@ -341,6 +343,7 @@ class _Columns:
             self.rounds[kind].append(timer.blocked_autorange(min_run_time=min_run_time))
             if before is not None:
                 self.faults.setdefault(kind, []).append((_minor_faults() - before) / calls_of(self.rounds[kind][-1]))
+            turns.TURNS.pass_turn()  # with --lockstep: the partner tag's process times its column now
 
     def finish(self) -> CaseResult:
         """The result: per column the round with the lowest median, and the spread of all."""

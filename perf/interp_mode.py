@@ -19,7 +19,8 @@ median: a host's speed moves in spells of seconds, and a row's back-to-back roun
 ``--repeat N`` times each case's columns in N interleaved rounds and keeps each column's lowest
 median. ``--shard I/N`` runs every N-th case from the I-th (``python -m perf
 --devices`` runs a shard per CUDA device). On CUDA each row also records its Eager and Compiled
-columns' GPU kernel time per call (``kernel_us``).
+columns' GPU kernel time per call (``kernel_us``). ``--turns`` (from ``python -m perf --lockstep``)
+makes the process take turns with its partner tag's, one timed column each (``perf.turns``).
 
 Each run must use its own Inductor cache: if ``TORCHINDUCTOR_CACHE_DIR`` is
 not set, a fresh temporary one is created before torch is imported.
@@ -41,6 +42,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from perf import turns
 from perf.cases import CALL_FORMS, MODES, make_cases  # torch-free: safe before the cache directory is set
 
 PACKAGE = "decomps"
@@ -110,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="I/N: only the I-th of N shards of the cases (every N-th case from the I-th)")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="start no case later than SECONDS after this process started")
+    parser.add_argument("--turns", type=turns.parse_fds, default=None, metavar="READ_FD,WRITE_FD",
+                        help="take turns with a partner process through these pipe ends (perf.turns; "
+                             "python -m perf --lockstep passes them)")
     return parser
 
 
@@ -522,7 +527,12 @@ def main(argv=None) -> int:
     if args.tag == "Nightly":
         os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # no torch.backends entry points in stock runs
     ensure_private_cache_dir(args.tag)
-    return run(args)
+    if args.turns:
+        turns.join(*args.turns)
+    try:
+        return run(args)
+    finally:
+        turns.TURNS.close()
 
 
 if __name__ == "__main__":

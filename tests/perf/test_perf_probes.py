@@ -335,3 +335,19 @@ def test_host_cost_probe_fused_rows_are_harness_steps_with_tiny_twins():
             assert case.name in names and case.backward, case.name
             assert tiny.shape[:2] == case.shape[:2] and tiny.kind == kind and tiny.memory_format == layout
             assert math.prod(tiny.output_shape) <= 2**18 < math.prod(case.output_shape)
+
+
+def test_call_host_probe_checks_and_times_both_call_forms(tmp_path, monkeypatch):
+    """Each row in both call forms compiles, matches eager with eager's strides, and gets its call
+    time, its round's empty call and a count of Python calls, at a small size on the CPU."""
+    import json
+
+    from perf.probes import call_host_probe
+
+    monkeypatch.setattr(call_host_probe, "ROWS", [((1, 3, 20, 16), (9, 11), "nearest-exact", "float32", True)])
+    argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--calls", "2"]
+    assert call_host_probe.main(argv) == 0
+    records = json.loads((tmp_path / "call_host_probe-pr.json").read_text())
+    assert [r["form"] for r in records] == ["literal", "symbolic"]
+    for record in records:
+        assert record["call_us"] > 0 and record["empty_us"] > 0 and record["python_calls"] > 10

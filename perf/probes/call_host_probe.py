@@ -1,0 +1,130 @@
+"""The host's part of a compiled forward call, the package's against stock's (docs/findings.md,
+finding 8, "host-bound forwards").
+
+Usage: ``python -m perf.probes.call_host_probe OUT_DIR [--stock] [--device cuda|cpu] [--rounds R]``
+
+For the harness's host-bound forwards (``ROWS``, ``dynamic=True``) in both call forms (``literal``:
+``F.interpolate(x, size=(...))`` with the size written as constants; ``symbolic``: ``size``
+through a kwargs dict, as the harness passes it): the compiled call's time back to back (us per
+call, ``R`` rounds interleaved with an empty compiled call, ``x + 1`` on 8 elements, whose
+time is the host's cost of any compiled call in that round) and the Python function calls per
+call (``cProfile``, a count that the host's load does not move). ``--stock`` runs stock torch: the
+package is never imported in that process. Each compiled result is checked against eager's (its
+strides too, for the package). Writes ``OUT_DIR/call_host_probe-<pr|stock>.json`` and prints one
+line per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+# (input shape, output size, mode, dtype, channels_last): forwards that the harness marks
+# host-bound on an H200 and that its Nightly-before-PR runs had put behind Nightly.
+ROWS = [
+    ((1, 3, 2345, 2456), (1234, 1345), "nearest", "bfloat16", True),
+    ((1, 3, 1234, 1345), (2345, 2456), "nearest", "float16", False),
+    ((4, 3, 2345, 2456), (1234, 1345), "nearest-exact", "float16", False),
+    ((1, 3, 2345, 2456), (1234, 1345), "nearest-exact", "float32", False),
+]
+CALLS = 200  # per round
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def per_call_us(fn, device: str, calls: int) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def python_calls(fn, device: str, calls: int) -> float:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    _sync(device)
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    _sync(device)
+    return pstats.Stats(profiler).total_calls / calls
+
+
+def interpolate(osize, mode: str, form: str):
+    import torch.nn.functional as F
+
+    if form == "literal":
+        return eval(f"lambda x: F.interpolate(x, size={tuple(osize)!r}, mode={mode!r})", {"F": F})
+    kwargs = dict(size=tuple(osize), mode=mode)
+    return lambda x: F.interpolate(x, **kwargs)
+
+
+def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool) -> dict:
+    import torch
+
+    shape, osize, mode, dtype, channels_last = row
+    x = torch.randn(shape, device=device).to(getattr(torch, dtype))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    fn = interpolate(osize, mode, form)
+    compiled = torch.compile(fn, dynamic=True)
+    empty = torch.compile(lambda t: t + 1, dynamic=True)
+    small = torch.ones(8, device=device)
+    expected, actual = fn(x), compiled(x)
+    assert torch.equal(actual, expected), "compiled != eager"
+    assert stock or actual.stride() == expected.stride(), "the package's strides != eager's"
+    for _ in range(5):
+        compiled(x), empty(small)
+    call, empty_call = [], []
+    for _ in range(rounds):
+        empty_call.append(per_call_us(lambda: empty(small), device, calls))
+        call.append(per_call_us(lambda: compiled(x), device, calls))
+    return {"row": f"{mode} {shape}->{osize} {dtype} {'channels_last' if channels_last else 'contiguous'}",
+            "form": form, "call_us": statistics.median(call), "call_us_min": min(call),
+            "empty_us": statistics.median(empty_call), "empty_us_min": min(empty_call),
+            "python_calls": python_calls(lambda: compiled(x), device, 100)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.probes.call_host_probe")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--stock", action="store_true", help="stock torch; the package is never imported")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=CALLS)
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("call_host_probe --device cuda needs CUDA")
+        return 1
+    if not args.stock:
+        import decomps  # noqa: F401  (installs the decompositions)
+    torch._inductor.config.fx_graph_cache = False
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    for row in ROWS:
+        for form in ("literal", "symbolic"):
+            records.append(measure(row, form, args.device, args.rounds, args.calls, args.stock))
+            print(json.dumps(records[-1]), flush=True)
+    name = f"call_host_probe-{'stock' if args.stock else 'pr'}.json"
+    (args.out_dir / name).write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
