@@ -56,7 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=positive_int, default=1,
                         help="rounds of timing per case in each run; keeps each column's lowest median")
     parser.add_argument("--late-rounds", type=non_negative_int, default=LATE_ROUNDS, metavar="N",
-                        help="rounds of each host-bound row timed again after a run's last case (its "
+                        help="rounds of each row the host decides (host-bound, or CUDA kernels under half of the "
+                             "call) timed again after a run's last case (its "
                              f"back-to-back rounds share one of the host's slow or fast spells; default {LATE_ROUNDS})")
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, alternating Nightly and PR, each in a new process; "

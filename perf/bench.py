@@ -39,6 +39,9 @@ REDUCE_OVERHEAD = "Compiled reduce-overhead"  # the column's description starts 
 # kernels then timed 165-187 us, 2026-11-24).
 WARM_UP_CALLS = 3
 KERNEL_CALLS = 10  # calls profiled for a CUDA column's kernel time
+# A CUDA row whose compiled kernels take under this share of its compiled call is decided by the
+# host: its late rounds sample another of the host's spells, as a host-bound row's do.
+HOST_DECIDED_SHARE = 0.5
 # The compiled call overhead rows: 8 elements, so that dynamic=True traces a symbolic size
 # (sizes 0 and 1 are specialized). The second row (with --backward) is an empty compiled
 # training step, timed like the fwd+bwd rows. Their label is _tables.OVERHEAD_LABEL.
@@ -92,6 +95,13 @@ class CaseResult:
     reduce_overhead: bool = False
     # eager's first round under the row's host-bound threshold (workload_host_bound_seconds)
     host_bound: bool = False
+    # CUDA: the compiled kernels under HOST_DECIDED_SHARE of the compiled call (host_decided)
+    host_decided: bool = False
+
+    @property
+    def late_rounds(self) -> bool:
+        """The row is timed again after the process's last case (``--late-rounds``)."""
+        return self.host_bound or self.host_decided
 
 
 class FPNNeck(nn.Module):
@@ -388,7 +398,19 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
                 result.kernel_us[columns.description(kind)] = kernel_us(lambda fn=fn: fn(*work.args))
             except Exception as e:  # a profiler that cannot run costs the cell its kernel time only
                 print(f"no kernel time for {kind} ({sub_label}): {type(e).__name__}: {e}", flush=True)
+        result.host_decided = host_decided(result, columns.description("Compiled"))
     return result
+
+
+def host_decided(result: CaseResult, compiled: str) -> bool:
+    """Whether the ``compiled`` column's kernels take under ``HOST_DECIDED_SHARE`` of its call
+    (False where its kernel time is unknown): the host's spells decide such a row, whatever its
+    eager time (a training step whose kernels are a fraction of eager's, docs/findings.md,
+    finding 8)."""
+    if compiled not in result.kernel_us:
+        return False
+    median = next(m.median for m in result.measurements if m.task_spec.description == compiled)
+    return result.kernel_us[compiled] * 1e-6 < HOST_DECIDED_SHARE * median
 
 
 def time_reduce_overhead(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,

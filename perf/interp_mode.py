@@ -13,7 +13,8 @@ same ``dynamic``: the host cost of a compiled call. With ``--backward`` a second
 empty compiled training step (``x * 2``, fwd+bwd); fwd+bwd rows whose eager time is below it
 count as host-bound. On CUDA, host-bound rows (and these two) get a ``mode="reduce-overhead"``
 column, timed after every row's Eager and Compiled columns: a CUDA graph that has run in the
-process can slow later plain compiled calls. Host-bound rows (these two included) are timed
+process can slow later plain compiled calls. Host-bound rows (these two included), and on CUDA
+the rows whose compiled kernels take under half of the compiled call, are timed
 again after the last case (``--late-rounds``, default 1 round), each column keeping its lowest
 median: a host's speed moves in spells of seconds, and a row's back-to-back rounds share one.
 ``--repeat N`` times each case's columns in N interleaved rounds and keeps each column's lowest
@@ -105,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rounds of timing per case, interleaving its columns; each column keeps "
                              "its lowest median (default 1)")
     parser.add_argument("--late-rounds", type=non_negative_int, default=LATE_ROUNDS,
-                        help="rounds of each host-bound row timed again after the last case, its columns "
+                        help="rounds of each row the host decides (host-bound, or CUDA kernels under half of the "
+                             "call) timed again after the last case, its columns "
                              f"keeping their lowest median over all its rounds (default {LATE_ROUNDS})")
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
     parser.add_argument("--shard", type=parse_shard, default=None,
@@ -252,7 +254,7 @@ class Collected:
     cases_left: int = 0  # not started: the process's time limit (--stop-after)
     # rows whose reduce-overhead column is still to time: (name, a function that times it)
     reduce_overhead_left: list = field(default_factory=list)
-    # host-bound rows whose late rounds are still to time: (name, a function that times them,
+    # rows whose late rounds are still to time (CaseResult.late_rounds): (name, a function that times them,
     # what merges their result: merge_late_rounds, or the overhead rows' own)
     late_rounds_left: list = field(default_factory=list)
 
@@ -344,7 +346,7 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
         if result is not None and result.reduce_overhead:
             collected.reduce_overhead_left.append(
                 (name, partial(bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)))
-        if result is not None and result.host_bound and args.late_rounds:
+        if result is not None and result.late_rounds and args.late_rounds:
             late = dict(options, repeat=args.late_rounds, kernels=False)
             collected.late_rounds_left.append((name, partial(measure, device, args.tag, **late), merge_late))
         print(f"{name}: {summary}", flush=True)
@@ -402,7 +404,7 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
                 bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
                 num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
                 repeat=args.repeat)))
-        if result is not None and result.host_bound and args.late_rounds:
+        if result is not None and result.late_rounds and args.late_rounds:
             collected.late_rounds_left.append((case.name, partial(
                 bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
                 min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.late_rounds,
@@ -414,15 +416,16 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
 
 def run_late_rounds(collected: Collected, device: str, save=lambda collected: None,
                     deadline: float | None = None) -> Collected:
-    """Time the late rounds that ``measure_overheads`` and ``run_cases`` left: each host-bound
-    row again, on its workload built and compiled anew, after the process's last case, so that
-    its rounds sample the host at two times (``LATE_ROUNDS``). A late compile is checked against
+    """Time the late rounds that ``measure_overheads`` and ``run_cases`` left: each row that the
+    host decides (``CaseResult.late_rounds``: host-bound, or on CUDA compiled kernels under half of
+    the compiled call) again, on its workload built and compiled anew, after the process's last
+    case, so that its rounds sample the host at two times (``LATE_ROUNDS``). A late compile is checked against
     eager like the first. None starts at or after ``deadline`` (``time.perf_counter()``)."""
     left = collected.late_rounds_left
     total = len(left)
     for i, (name, measure, merge) in enumerate(list(left), 1):
         if deadline is not None and time.perf_counter() >= deadline:
-            print(f"Time limit: {len(left)} host-bound rows' late rounds not timed", flush=True)
+            print(f"Time limit: {len(left)} rows' late rounds not timed", flush=True)
             break
         left.pop(0)
         _, summary = _record(f"{name} (late rounds)", measure, collected, device, merge)

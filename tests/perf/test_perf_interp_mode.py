@@ -1002,6 +1002,25 @@ def test_host_bound_rows_are_timed_again_after_the_last_case(monkeypatch, tmp_pa
     command = orchestrator.child_command("PR", orchestrator.parse_args(["out", "--late-rounds=3"]), "p.pkl")
     assert "--late-rounds=3" in command
 
+def test_cuda_rows_whose_kernels_are_a_fraction_of_the_call_get_late_rounds(monkeypatch):
+    """A CUDA row whose compiled kernels take under half of its compiled call is decided by the
+    host's spells, whatever its eager time: it gets late rounds like a host-bound row. A 300 us
+    step (not host-bound at a 100 us threshold) with 7.5 us of kernels does; with kernels as long
+    as the call, or without a kernel time (CPU), it does not."""
+
+    def slow_double(x):
+        time.sleep(300e-6)
+        return x * 2
+
+    result, _ = _time_fake(monkeypatch, "cuda", slow_double, backward=True, step_overhead_seconds=100e-6)
+    assert not result.host_bound and result.host_decided and result.late_rounds
+    result, _ = _time_fake(monkeypatch, "cuda", slow_double, backward=True, step_overhead_seconds=100e-6,
+                           kernel_us=lambda call: (call(), 1e4)[1])
+    assert not result.host_decided and not result.late_rounds
+    result, _ = _time_fake(monkeypatch, "cpu", slow_double, backward=True, step_overhead_seconds=100e-6)
+    assert result.kernel_us == {} and not result.late_rounds
+
+
 def test_huge_pages_run_both_tags_with_the_cpu_allocators_huge_pages(monkeypatch, tmp_path):
     """``--huge-pages``: ``THP_MEM_ALLOC_ENABLE=1`` in both tags' processes (PyTorch's CPU allocator
     reads it once), recorded in each pickle and shown in the Runs section."""
