@@ -3,13 +3,13 @@
     python -m perf OUT_DIR [--quick] [--device auto|cpu|cuda] [--backward] [--mode ...]
 
 Runs ``python -m perf.interp_mode`` twice, each in its own process with its own fresh Inductor
-cache under OUT_DIR: first ``--tag=Nightly`` (stock torch), then ``--tag=PR`` (imports
-``decomps``); with ``--processes N``, N such pairs, whose pickles are merged per tag (each
-column's lowest median); with ``--devices 0,1,...`` the cases are split into a shard per CUDA
-device, the shards run side by side (each its own Nightly and PR processes on its device, output
-to a log file under OUT_DIR) and their pickles merge the same way; with ``--lockstep`` each pair's
-two processes run side by side, taking turns after each timed column (``perf.turns``), each with
-its output in a log file; with ``--shard I/N`` only that
+cache under OUT_DIR, ``--tag=Nightly`` (stock torch) and ``--tag=PR`` (imports ``decomps``): side
+by side, taking turns after each timed column (``perf.turns``; each one's output in a log file
+and on the console after its tag), or with ``--no-lockstep`` Nightly's, then PR's; with
+``--processes N``, N such pairs, whose pickles are merged per tag (each column's lowest median);
+with ``--devices 0,1,...`` the cases are split into a shard per CUDA device, the shards run side
+by side (each its own Nightly and PR processes on its device, output to a log file under OUT_DIR)
+and their pickles merge the same way; with ``--shard I/N`` only that
 shard of the cases, on one device (``python -m perf.merge`` reports a matrix's shards, run one
 after another, as one run); with ``--time-limit SECONDS``
 no process starts a case after that time (each taking an equal share of what is left when it
@@ -25,6 +25,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -62,10 +63,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, alternating Nightly and PR, each in a new process; "
                              "keeps each column's lowest median")
-    parser.add_argument("--lockstep", action="store_true",
+    parser.add_argument("--lockstep", action=argparse.BooleanOptionalAction, default=True,
                         help="run each Nightly and PR process pair side by side, taking turns after each "
                              "timed column (perf.turns), so that both tags' rounds meet the same spells of "
-                             "the host's speed")
+                             "the host's speed (default); --no-lockstep: Nightly's process, then PR's")
     parser.add_argument("--behind", nargs="+", type=Path, default=None, metavar="PICKLE",
                         help="time only the rows that the report of these pickles (a run's PR and Nightly "
                              "pickles) lists as behind, e.g. again with --processes")
@@ -232,25 +233,42 @@ def run_tag(tag: str, args: argparse.Namespace, stem: str, shard: tuple[int, int
 def run_pair(args: argparse.Namespace, stem: str, shard: tuple[int, int] | None = None,
              device: int | None = None, stop_after: float | None = None) -> list[tuple[Path | None, int]]:
     """A Nightly and a PR process side by side, taking turns (``perf.turns``): one pipe each way,
-    the token first in Nightly's. Each writes its output to ``<stem>-<tag>.log``. Returns each
-    tag's pickle and exit status, in ``RUN_ORDER``."""
+    the token first in Nightly's. Each one's output goes to ``<stem>-<tag>.log`` and, but for a
+    shard of ``--devices``, to the console, each line after its tag. Returns each tag's pickle
+    and exit status, in ``RUN_ORDER``."""
     to_nightly, to_pr = os.pipe(), os.pipe()  # (read end, write end)
     ends = {"Nightly": (to_nightly[0], to_pr[1]), "PR": (to_pr[0], to_nightly[1])}
     os.write(to_nightly[1], turns.TOKEN)
-    processes = []
+    out_dir = args.out_dir.resolve()
+    print(f"\n===== Nightly and PR runs side by side, taking turns"
+          + (f", shard {shard[0]}/{shard[1]} on CUDA device {device}" if device is not None else "")
+          + f" (output: {out_dir / stem}-<tag>.log) =====", flush=True)
+    processes, relays = [], []
     for tag in RUN_ORDER:
         command, env, cpus, pickle_path = tag_process(tag, args, stem, shard, device, stop_after)
         command.append("--turns={},{}".format(*ends[tag]))
-        log = args.out_dir.resolve() / f"{stem}-{tag}.log"
-        with open(log, "w") as f:
-            process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                       pass_fds=ends[tag], **pinned_to(cpus))
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, pass_fds=ends[tag], **pinned_to(cpus))
+        echo = f"[{tag}] " if device is None else None
+        relays.append(threading.Thread(target=relay, args=(process.stdout, out_dir / f"{stem}-{tag}.log", echo)))
+        relays[-1].start()
         processes.append((tag, process, pickle_path))
-    print(f"===== Nightly and PR runs side by side, taking turns"
-          + (f", shard {shard[0]}/{shard[1]}" if shard else "") + f" (output: {stem}-<tag>.log)", flush=True)
     for fd in (*to_nightly, *to_pr):  # only the children hold the ring: one's exit ends the other's waits
         os.close(fd)
-    return [_finished(tag, pickle_path, process.wait(), shard) for tag, process, pickle_path in processes]
+    results = [_finished(tag, pickle_path, process.wait(), shard) for tag, process, pickle_path in processes]
+    for thread in relays:
+        thread.join()
+    return results
+
+
+def relay(stream, log: Path, prefix: str | None) -> None:
+    """Copy a child's output, line by line, to ``log`` and (with a ``prefix``) to the console."""
+    with open(log, "w") as f:
+        for line in stream:
+            f.write(line)
+            f.flush()
+            if prefix is not None:
+                print(prefix + line, end="", flush=True)
 
 
 def _finished(tag: str, pickle_path: Path, rc: int, shard: tuple[int, int] | None) -> tuple[Path | None, int]:
@@ -299,7 +317,7 @@ def run_processes(args: argparse.Namespace, stem: str, shard: int | None = None,
     runs, statuses = {tag: [] for tag in RUN_ORDER}, []
     of_shard = args.shard if shard is None else (shard, len(args.devices))
     device = None if shard is None else args.devices[shard - 1]
-    # with --lockstep a pair's two processes are one step, side by side
+    # with --lockstep (the default) a pair's two processes are one step, side by side
     tags = (RUN_ORDER,) if args.lockstep else tuple((tag,) for tag in RUN_ORDER)
     order = [(i, step) for i in range(1, args.processes + 1) for step in tags]
     for n, (i, step) in enumerate(order):

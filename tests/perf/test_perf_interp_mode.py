@@ -532,7 +532,7 @@ def test_time_limit_shares_the_time_left_among_the_processes_left(monkeypatch, t
         return path, 0
 
     monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
-    assert orchestrator.main([str(tmp_path), "--device=cpu", "--processes=3", "--time-limit=100"]) == 0
+    assert orchestrator.main([str(tmp_path), "--device=cpu", "--no-lockstep", "--processes=3", "--time-limit=100"]) == 0
     # 6 processes planned; at 0 s 100 left for 6, at 30 s 70 for 5, 40 for 4, 10 for 3, then none
     assert [tag for tag, _ in shares] == ["Nightly", "PR", "Nightly", "PR"]
     assert [round(t, 2) for _, t in shares] == [round(100 / 6, 2), 14.0, 10.0, round(10 / 3, 2)]
@@ -636,7 +636,7 @@ def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_
         return path, 0
 
     monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
-    assert orchestrator.main([str(tmp_path), "--device=cpu", "--processes=2"]) == 0
+    assert orchestrator.main([str(tmp_path), "--device=cpu", "--no-lockstep", "--processes=2"]) == 0
     assert [tag for tag, _ in calls] == ["Nightly", "PR", "Nightly", "PR"]
     stems = [stem for _, stem in calls]
     assert stems[0] == stems[1] != stems[2] == stems[3] and stems[0].endswith("-process1")
@@ -673,7 +673,7 @@ def test_devices_run_a_shard_each_side_by_side_and_merge_them(monkeypatch, tmp_p
         return path, 0
 
     monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
-    assert orchestrator.main([str(tmp_path), "--device=cuda", "--devices=2,5"]) == 0
+    assert orchestrator.main([str(tmp_path), "--device=cuda", "--no-lockstep", "--devices=2,5"]) == 0
     assert sorted((tag, shard, device) for tag, _, shard, device in calls) == [
         ("Nightly", (1, 2), 2), ("Nightly", (2, 2), 5), ("PR", (1, 2), 2), ("PR", (2, 2), 5)]
     assert {stem.rsplit("-", 1)[1] for _, stem, _, _ in calls} == {"shard1", "shard2"}
@@ -740,12 +740,13 @@ def test_behind_times_only_the_rows_a_report_lists_as_behind(monkeypatch, tmp_pa
         return None, 0
 
     monkeypatch.setattr(orchestrator, "run_tag", fake_run_tag)
-    orchestrator.main([str(tmp_path / "again"), "--device=cpu", "--quick", "--behind", *map(str, pickles)])
+    orchestrator.main([str(tmp_path / "again"), "--device=cpu", "--quick", "--no-lockstep", "--behind", *map(str, pickles)])
     assert len(filters) == 2 and filters[0] == filters[1]
     matched = [c.name for c in make_cases("cpu", quick=True) if re.search(filters[0], c.name)]
     assert matched == [cases[0].name]
     # with --shard, the filter names every row behind, and the run's processes take their shard of them
-    orchestrator.main([str(tmp_path / "again"), "--device=cpu", "--quick", "--shard=2/2", "--behind", *map(str, pickles)])
+    orchestrator.main([str(tmp_path / "again"), "--device=cpu", "--quick", "--no-lockstep", "--shard=2/2", "--behind",
+                       *map(str, pickles)])
     assert filters[2:] == filters[:2]
     with pytest.raises(SystemExit):
         orchestrator.parse_args(["out", "--behind", str(pickles[0]), "--filter", "x"])
@@ -811,7 +812,7 @@ def test_shard_runs_one_shard_of_the_cases_on_this_device(monkeypatch, tmp_path)
         return 0
 
     monkeypatch.setattr(orchestrator.subprocess, "call", fake_call)
-    assert orchestrator.main([str(tmp_path), "--device=cpu", "--shard=3/16"]) == 1  # the fakes wrote no pickle
+    assert orchestrator.main([str(tmp_path), "--device=cpu", "--no-lockstep", "--shard=3/16"]) == 1  # the fakes wrote no pickle
     assert [c[0][4] for c in calls] == ["--tag=Nightly", "--tag=PR"]
     for command, kwargs in calls:
         assert "--shard=3/16" in command and re.search(r"-shard3of16-(Nightly|PR)\.pkl$", command[-2])
@@ -1037,7 +1038,7 @@ def test_huge_pages_run_both_tags_with_the_cpu_allocators_huge_pages(monkeypatch
         return 0
 
     monkeypatch.setattr(orchestrator.subprocess, "call", fake_call)
-    orchestrator.main([str(tmp_path), "--device=cpu", "--huge-pages"])
+    orchestrator.main([str(tmp_path), "--device=cpu", "--no-lockstep", "--huge-pages"])
     assert envs == ["1", "1"]
     save_run(tmp_path / "run.pkl", [_measurement(1e-3)], tag="PR", huge_pages=True)
     assert "huge pages (THP_MEM_ALLOC_ENABLE=1)" in results_table.render([load_run(tmp_path / "run.pkl")])

@@ -20,14 +20,16 @@ turns.join(*turns.parse_fds(sys.argv[-1].split("=")[1]))
 for step in range(steps):
     with open(path, "a") as f:
         f.write(f"{tag} {step}\\n")
+    print(f"step {step}", flush=True)
     turns.TURNS.pass_turn()
 turns.TURNS.close()
 """
 
 
-def test_a_pair_takes_turns_nightly_first_and_one_goes_on_alone(monkeypatch, tmp_path):
+def test_a_pair_takes_turns_nightly_first_and_one_goes_on_alone(monkeypatch, tmp_path, capsys):
     """The two processes alternate strictly, Nightly first; when one has exited (here Nightly,
-    with fewer steps), the other runs its remaining steps alone instead of waiting."""
+    with fewer steps), the other runs its remaining steps alone instead of waiting. Each one's
+    output goes to its log and to the console after its tag."""
     lines = tmp_path / "steps.txt"
     steps = {"Nightly": 3, "PR": 5}
 
@@ -41,8 +43,11 @@ def test_a_pair_takes_turns_nightly_first_and_one_goes_on_alone(monkeypatch, tmp
     assert results == [(None, 0), (None, 0)]  # exit statuses 0, no pickles
     assert lines.read_text().split("\n")[:-1] == [
         "Nightly 0", "PR 0", "Nightly 1", "PR 1", "Nightly 2", "PR 2", "PR 3", "PR 4"]
+    console = capsys.readouterr().out.splitlines()
     for tag in ("Nightly", "PR"):
-        assert (tmp_path / f"stem-{tag}.log").read_text() == ""
+        printed = [f"step {step}" for step in range(steps[tag])]
+        assert (tmp_path / f"stem-{tag}.log").read_text().splitlines() == printed
+        assert [line.removeprefix(f"[{tag}] ") for line in console if line.startswith(f"[{tag}] ")] == printed
 
 
 def test_without_a_partner_a_process_never_waits():
@@ -84,8 +89,8 @@ def test_each_timed_column_passes_the_turn(monkeypatch):
 
 
 def test_lockstep_runs_each_process_pair_as_one_step(monkeypatch, tmp_path):
-    """With --lockstep and --processes 2, two pairs, one after the other, each pair's processes
-    side by side (run_pair) with the whole share of the time limit that a pair has."""
+    """By default (--lockstep) with --processes 2, two pairs, one after the other, each pair's
+    processes side by side (run_pair) with the whole share of the time limit that a pair has."""
     pairs = []
 
     def fake_pair(args, stem, shard=None, device=None, stop_after=None):
@@ -97,8 +102,8 @@ def test_lockstep_runs_each_process_pair_as_one_step(monkeypatch, tmp_path):
 
     monkeypatch.setattr(orchestrator, "run_pair", fake_pair)
     monkeypatch.setattr(orchestrator, "run_tag", no_tag)
-    args = orchestrator.parse_args([str(tmp_path), "--device=cpu", "--lockstep", "--processes=2",
-                                    "--time-limit=100"])
+    args = orchestrator.parse_args([str(tmp_path), "--device=cpu", "--processes=2", "--time-limit=100"])
+    assert args.lockstep and not orchestrator.parse_args([str(tmp_path), "--no-lockstep"]).lockstep
     import time
 
     runs, statuses = orchestrator.run_processes(args, "stem", deadline=time.monotonic() + 100)
