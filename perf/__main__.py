@@ -244,17 +244,19 @@ def run_pair(args: argparse.Namespace, stem: str, shard: tuple[int, int] | None 
           + (f", shard {shard[0]}/{shard[1]} on CUDA device {device}" if device is not None else "")
           + f" (output: {out_dir / stem}-<tag>.log) =====", flush=True)
     processes, relays = [], []
-    for tag in RUN_ORDER:
-        command, env, cpus, pickle_path = tag_process(tag, args, stem, shard, device, stop_after)
-        command.append("--turns={},{}".format(*ends[tag]))
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, pass_fds=ends[tag], **pinned_to(cpus))
-        echo = f"[{tag}] " if device is None else None
-        relays.append(threading.Thread(target=relay, args=(process.stdout, out_dir / f"{stem}-{tag}.log", echo)))
-        relays[-1].start()
-        processes.append((tag, process, pickle_path))
-    for fd in (*to_nightly, *to_pr):  # only the children hold the ring: one's exit ends the other's waits
-        os.close(fd)
+    try:
+        for tag in RUN_ORDER:
+            command, env, cpus, pickle_path = tag_process(tag, args, stem, shard, device, stop_after)
+            command.append("--turns={},{}".format(*ends[tag]))
+            process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, pass_fds=ends[tag], **pinned_to(cpus))
+            echo = f"[{tag}] " if device is None else None
+            relays.append(threading.Thread(target=relay, args=(process.stdout, out_dir / f"{stem}-{tag}.log", echo)))
+            relays[-1].start()
+            processes.append((tag, process, pickle_path))
+    finally:
+        for fd in (*to_nightly, *to_pr):  # only the children hold the ring: one's exit ends the other's waits
+            os.close(fd)
     results = [_finished(tag, pickle_path, process.wait(), shard) for tag, process, pickle_path in processes]
     for thread in relays:
         thread.join()
