@@ -61,7 +61,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "call) timed again after a run's last case (its "
                              f"back-to-back rounds share one of the host's slow or fast spells; default {LATE_ROUNDS})")
     parser.add_argument("--processes", type=positive_int, default=1,
-                        help="runs per tag, alternating Nightly and PR, each in a new process; "
+                        help="runs per tag, a Nightly and a PR process per pair, each in a new process; "
                              "keeps each column's lowest median")
     parser.add_argument("--lockstep", action=argparse.BooleanOptionalAction, default=True,
                         help="run each Nightly and PR process pair side by side, taking turns after each "
