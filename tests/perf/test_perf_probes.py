@@ -339,10 +339,15 @@ def test_host_cost_probe_fused_rows_are_harness_steps_with_tiny_twins():
 
 def test_call_host_probe_checks_and_times_both_call_forms(tmp_path, monkeypatch):
     """Each row in both call forms compiles, matches eager with eager's strides, and gets its call
-    time, its round's empty call and a count of Python calls, at a small size on the CPU."""
+    time, its round's empty call and a count of Python calls, at a small size on the CPU; the
+    process's compile caches are as they were."""
     import json
 
+    import torch
+
     from perf.probes import call_host_probe
+
+    caching = torch._inductor.config.fx_graph_cache
 
     monkeypatch.setattr(call_host_probe, "ROWS", [((1, 3, 20, 16), (9, 11), "nearest-exact", "float32", True)])
     argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--calls", "2"]
@@ -351,3 +356,4 @@ def test_call_host_probe_checks_and_times_both_call_forms(tmp_path, monkeypatch)
     assert [r["form"] for r in records] == ["literal", "symbolic"]
     for record in records:
         assert record["call_us"] > 0 and record["empty_us"] > 0 and record["python_calls"] > 10
+    assert torch._inductor.config.fx_graph_cache == caching
