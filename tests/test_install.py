@@ -113,7 +113,9 @@ class TestInstall(TestCase):
             return torch.autograd.grad(compiled(x).sum(), x)
 
         runs = []
-        with fresh_cache():
+        # the caches on whatever an earlier test in this process left (a harness or probe run turns them off)
+        with fresh_cache(), torch._inductor.config.patch(fx_graph_cache=True), \
+                torch._functorch.config.patch(enable_autograd_cache=True):
             for state in ("installed", "disabled", "installed"):
                 with contextlib.ExitStack() as stack:
                     if state == "disabled":
