@@ -12,19 +12,24 @@ def kernel_time(fn, calls: int = 20) -> float:
     return kernel_us(fn, calls)
 
 
-def back_to_back_us(fn, calls: int) -> float:
+def _synchronize(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def back_to_back_us(fn, calls: int, device: str = "cuda") -> float:
     """us per ``fn()`` of ``calls`` calls launched back to back, then one synchronize: the
     harness's view (``torch.utils.benchmark``), where a call whose host time exceeds its kernels'
     runs at its host time."""
     import time
 
-    import torch
-
-    torch.cuda.synchronize()
+    _synchronize(device)
     start = time.perf_counter()
     for _ in range(calls):
         fn()
-    torch.cuda.synchronize()
+    _synchronize(device)
     return (time.perf_counter() - start) / calls * 1e6
 
 
@@ -46,19 +51,17 @@ def idle_host_us(fn, calls: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def profiled(fn, calls: int, stream=None):
+def profiled(fn, calls: int, stream=None, device: str = "cuda"):
     """``cProfile``'s statistics (``pstats.Stats``, printing to ``stream``) of ``calls`` calls of
-    ``fn``, up to the GPU's end of them."""
+    ``fn``, up to the device's end of them."""
     import cProfile
     import pstats
-
-    import torch
 
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(calls):
         fn()
-    torch.cuda.synchronize()
+    _synchronize(device)
     profiler.disable()
     return pstats.Stats(profiler, stream=stream)
 

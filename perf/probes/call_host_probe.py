@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
+
+from perf.probes import back_to_back_us, profiled
 
 # (input shape, output size, mode, dtype, channels_last): forwards that the harness marks
 # host-bound on an H200 and that its Nightly-before-PR runs had put behind Nightly.
@@ -31,36 +32,6 @@ ROWS = [
     ((1, 3, 2345, 2456), (1234, 1345), "nearest-exact", "float32", False),
 ]
 CALLS = 200  # per round
-
-
-def _sync(device: str) -> None:
-    import torch
-
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def per_call_us(fn, device: str, calls: int) -> float:
-    _sync(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    _sync(device)
-    return (time.perf_counter() - start) / calls * 1e6
-
-
-def python_calls(fn, device: str, calls: int) -> float:
-    import cProfile
-    import pstats
-
-    profiler = cProfile.Profile()
-    _sync(device)
-    profiler.enable()
-    for _ in range(calls):
-        fn()
-    profiler.disable()
-    _sync(device)
-    return pstats.Stats(profiler).total_calls / calls
 
 
 def interpolate(osize, mode: str, form: str):
@@ -91,12 +62,12 @@ def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool) -
         compiled(x), empty(small)
     call, empty_call = [], []
     for _ in range(rounds):
-        empty_call.append(per_call_us(lambda: empty(small), device, calls))
-        call.append(per_call_us(lambda: compiled(x), device, calls))
+        empty_call.append(back_to_back_us(lambda: empty(small), calls, device))
+        call.append(back_to_back_us(lambda: compiled(x), calls, device))
     return {"row": f"{mode} {shape}->{osize} {dtype} {'channels_last' if channels_last else 'contiguous'}",
             "form": form, "call_us": statistics.median(call), "call_us_min": min(call),
             "empty_us": statistics.median(empty_call), "empty_us_min": min(empty_call),
-            "python_calls": python_calls(lambda: compiled(x), device, 100)}
+            "python_calls": profiled(lambda: compiled(x), 100, device=device).total_calls / 100}
 
 
 def main(argv=None) -> int:
