@@ -266,7 +266,8 @@ def _avx2_gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -
 
     Where the int32 index's first and last lanes are under 16 apart and every lane lies between
     them, two masked loads read the span (addresses between two that the gather reads) and
-    each lane takes its element from the first or the second by a permute and a blend; else, and
+    each lane takes its element from the first or the second by a permute and a blend, or, where
+    the span fits one vector (every upsample), one masked load and a permute; else, and
     for int64 indices, the lanes' elements are loaded into one vector directly."""
     from torch._inductor.codegen.cpp_utils import cexpr_index
 
@@ -302,6 +303,11 @@ def _avx2_gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -
         const __m256i count = _mm256_set1_epi32(last - first + 1);
         const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256 a = _mm256_maskload_ps(base + first, _mm256_cmpgt_epi32(count, iota));
+        // a span within one vector (any upsample): a alone holds every lane's element
+        if (last - first < {AVX2_LANES})
+        {{
+            return _mm256_permutevar8x32_ps(a, offsets);
+        }}
         const __m256 b = _mm256_maskload_ps(
             base + first + {AVX2_LANES}, _mm256_cmpgt_epi32(count, _mm256_add_epi32(iota, _mm256_set1_epi32({AVX2_LANES}))));
         // offsets of 8 or more take b's element: bit 3 moved to the blend's sign bit

@@ -30,6 +30,9 @@ SPAN_TEST = {torch.int32: "_mm512_cmple_epu32_mask", torch.int64: "_mm512_cmple_
 # AVX2: the permute within the span, the lanes loaded into one vector elsewhere, and a whole
 # vector of the int32 index loaded with Inductor's element count (a memcpy).
 AVX2_PERMUTE = "_mm256_permutevar8x32_ps"
+# AVX2: a span within one vector (the upsamples of SIZES) permutes one masked load; the
+# downsamples' spans take the second load.
+AVX2_ONE_VECTOR = "if (last - first < 8)"
 AVX2_LANES = "_mm256_setr_ps(base[index[0]]"
 COUNTED_INT32_LOAD = re.compile(r"Vectorized<int32_t>::loadu\([^;]*, static_cast<int64_t>\(8L?\)\)")
 # The machine's own vectors, and AVX2's (on a machine with AVX2 or wider).
@@ -75,6 +78,7 @@ def test_package_gathers_are_eager_exactly(mode, dynamic, simdlen):
         assert (PERMUTE in code) == avx512, (isize, osize)
         assert (SPAN_TEST[torch.int32] in code) == avx512
         assert (AVX2_PERMUTE in code and AVX2_LANES in code) == avx2, (isize, osize)
+        assert (AVX2_ONE_VECTOR in code) == avx2, (isize, osize)
         if avx2:  # the table's whole vectors without Inductor's count; its tail with it
             assert not COUNTED_INT32_LOAD.search(code), (isize, osize)
             assert "Vectorized<int32_t>::loadu(" in code
