@@ -48,7 +48,8 @@ REPEAT_KERNEL_DEVICES = ("cuda", "cpu")
 INDEX_TABLE_DEVICES = ("cpu",)
 # Device types whose channels-last gathers of few channels may read whole rows of (W * C)
 # elements instead of moving each pixel as one masked vector, and the most channels where that
-# wins.
+# wins. Not CUDA, whose lanes are elements: rows took 24.1-26.1 us there against 16.4-17.3
+# (docs/design.md, "Channels-last gathers of few channels").
 FEW_CHANNELS_DEVICES = ("cpu",)
 FEW_CHANNELS = 3
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its

@@ -357,3 +357,29 @@ def test_call_host_probe_checks_and_times_both_call_forms(tmp_path, monkeypatch)
     for record in records:
         assert record["call_us"] > 0 and record["empty_us"] > 0 and record["python_calls"] > 10
     assert torch._inductor.config.fx_graph_cache == caching
+
+
+def test_step_host_probe_times_a_harness_step_against_the_empty_step(tmp_path):
+    """A harness training step (the CPU matrix's smallest) compiles, its gradients match eager's,
+    and eager's, the compiled and the empty step each get a time and a count of Python calls;
+    a name outside the matrix is refused; the process's compile caches are as they were."""
+    import json
+
+    import torch
+
+    from perf.probes import step_host_probe
+
+    caching = torch._inductor.config.fx_graph_cache
+    name = "interp+bwd nearest-exact (1, 3, 500, 400)->(256, 256) float32 contiguous_format"
+    argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--steps", "2", "--cases", name]
+    assert step_host_probe.main(argv) == 0
+    (record,) = json.loads((tmp_path / "step_host_probe-pr.json").read_text())
+    assert record["case"] == name
+    for column in ("eager", "compiled", "empty"):
+        assert record[column]["us"] > 0 and record[column]["python_calls"] > 10
+        assert record[column]["kernels"] is None  # CUDA only
+    # a compiled step runs Dynamo, AOTAutograd and the autograd engine: more Python than eager's
+    assert record["compiled"]["python_calls"] > record["eager"]["python_calls"]
+    assert torch._inductor.config.fx_graph_cache == caching
+    with pytest.raises(SystemExit, match="no case"):
+        step_host_probe.main([str(tmp_path), "--device", "cpu", "--cases", "interp+bwd no such case"])

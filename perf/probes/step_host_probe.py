@@ -1,0 +1,136 @@
+"""The host's part of a compiled training step, the package's against stock's and the empty
+step's (docs/findings.md, finding 8, "training steps behind eager").
+
+Usage: ``python -m perf.probes.step_host_probe OUT_DIR [--stock] [--device cuda|cpu] [--rounds R]
+[--cases NAME ...]``
+
+For harness training steps (``CASES``, case names of ``perf.cases.make_cases``, ``dynamic=True``),
+built as the harness builds them (forward, then ``torch.autograd.grad`` with a fixed grad_output):
+eager's step, the compiled step and the empty compiled step (``x * 2`` on 8 elements, the
+harness's ``Compiled call overhead`` step), in ``R`` interleaved rounds: us per step back to back,
+Python function calls per step (``cProfile``, a count that the host's load does not move), and on
+CUDA the kernels per step and their time (profiler). One tag per process and no switch of the
+install state in it: ``--stock`` runs stock torch, the package never imported (a switch would
+reset Dynamo's caches, and each graph would compile again). Each compiled step's gradients are
+checked against eager's as the harness checks them. Writes
+``OUT_DIR/step_host_probe-<pr|stock>.json`` and prints one line per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from perf.probes import back_to_back_us, profiled
+
+# Steps the harness left behind eager on an H200 (eager's step 200-300 us, the package's kernels
+# 40-90 us of it).
+CASES = [
+    "interp+bwd nearest (1, 3, 1234, 1345)->(2345, 2456) float16 channels_last",
+    "interp+bwd nearest-exact (1, 3, 1234, 1345)->(2345, 2456) bfloat16 channels_last size:literal",
+    "interp+bwd nearest (8, 64, 200, 200)->(300, 300) float16 contiguous_format",
+]
+STEPS = 100  # per round
+
+
+def workloads(names, device: str) -> list:
+    """``(name, Workload)`` of the harness's cases ``names`` on ``device``'s matrix."""
+    from perf.bench import build_workload
+    from perf.cases import make_cases
+
+    cases = {case.name: case for case in make_cases(device, backward=True)}
+    missing = [name for name in names if name not in cases]
+    if missing:
+        raise SystemExit(f"step_host_probe: no case {missing} in the {device} matrix")
+    return [(name, build_workload(cases[name])) for name in names]
+
+
+def _kernels(step, device: str) -> tuple[float | None, float | None]:
+    """Kernels per step and their us (profiler), None off CUDA."""
+    if device != "cuda":
+        return None, None
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from perf.bench import kernel_us
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            step()
+        _synchronize(device)
+    count = sum(e.device_type == DeviceType.CUDA for e in prof.events()) / 10
+    return count, kernel_us(step, 10)
+
+
+def _synchronize(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(name: str, work, device: str, rounds: int, steps: int) -> dict:
+    import torch
+
+    from perf.bench import compare_results, empty_step_workload
+
+    torch._dynamo.reset()
+    empty = empty_step_workload(device)
+    columns = {
+        "eager": (work.runner(work.forward), work.args),
+        "compiled": (work.runner(torch.compile(work.forward, dynamic=True)), work.args),
+        "empty": (empty.runner(torch.compile(empty.forward, dynamic=True)), empty.args),
+    }
+    expected = columns["eager"][0](*work.args)
+    dtype = str(work.args[0].dtype).removeprefix("torch.")
+    problem = compare_results(columns["compiled"][0](*work.args), expected, work.check, dtype)
+    assert problem is None, f"{name}: compiled != eager: {problem}"
+    for step, args in columns.values():
+        for _ in range(3):
+            step(*args)
+    times: dict[str, list[float]] = {column: [] for column in columns}
+    for _ in range(rounds):
+        for column, (step, args) in columns.items():
+            times[column].append(back_to_back_us(lambda step=step, args=args: step(*args), steps, device))
+    record = {"case": name}
+    for column, (step, args) in columns.items():
+        kernels, kernel_us = _kernels(lambda step=step, args=args: step(*args), device)
+        record[column] = {
+            "us": statistics.median(times[column]), "us_min": min(times[column]),
+            "python_calls": profiled(lambda step=step, args=args: step(*args), 20, device=device).total_calls / 20,
+            "kernels": kernels, "kernel_us": kernel_us,
+        }
+    return record
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.probes.step_host_probe")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--stock", action="store_true", help="stock torch; the package is never imported")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--cases", nargs="+", default=CASES, help="harness case names (perf.cases)")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("step_host_probe --device cuda needs CUDA")
+        return 1
+    if not args.stock:
+        import decomps  # noqa: F401  (installs the decompositions)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    with torch._inductor.config.patch(fx_graph_cache=False):  # each case compiles, not served a graph
+        for name, work in workloads(args.cases, args.device):
+            records.append(measure(name, work, args.device, args.rounds, args.steps))
+            print(json.dumps(records[-1]), flush=True)
+    name = f"step_host_probe-{'stock' if args.stock else 'pr'}.json"
+    (args.out_dir / name).write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
