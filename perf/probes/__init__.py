@@ -156,6 +156,40 @@ def probe_main_rounds(name: str, rows, rounds: int, argv=None) -> int:
     return probe_main(name, lambda: rows(rounds, Path(argv[0])), argv)
 
 
+def tag_probe_main(name: str, argv, add_arguments, records) -> int:
+    """``main`` of a probe that measures one tag per process: ``python -m perf.probes.NAME OUT_DIR
+    [--stock] [--device cuda|cpu] ...`` (``add_arguments(parser)`` adds the rest). ``--stock`` runs
+    stock torch, the package never imported (a switch of the install state in one process would
+    reset Dynamo's caches). ``records(args)`` yields one record per row, printed as it comes and
+    compiled with the FX graph cache off (each row compiles, not served a graph); all go to
+    ``OUT_DIR/NAME-<pr|stock>.json``."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog=f"python -m perf.probes.{name}")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--stock", action="store_true", help="stock torch; the package is never imported")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"{name} --device cuda needs CUDA")
+        return 1
+    if not args.stock:
+        import decomps  # noqa: F401  (installs the decompositions)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        for record in records(args):
+            results.append(record)
+            print(json.dumps(record), flush=True)
+    (args.out_dir / f"{name}-{'stock' if args.stock else 'pr'}.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
 def cpu_rows(name: str, out_dir, threads, rows, measure) -> int:
     """``main``'s loop of a CPU probe: ``measure(n, *row)`` for each thread count ``n`` and row,
     printed as it comes; all records go to ``OUT_DIR/NAME.json``, and the process's thread count

@@ -16,12 +16,9 @@ line per row.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-from pathlib import Path
 
-from perf.probes import back_to_back_us, profiled
+from perf.probes import back_to_back_us, profiled, tag_probe_main
 
 # (input shape, output size, mode, dtype, channels_last): forwards that the harness marks
 # host-bound on an H200 and that its Nightly-before-PR runs had put behind Nightly.
@@ -71,30 +68,16 @@ def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool) -
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.probes.call_host_probe")
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--stock", action="store_true", help="stock torch; the package is never imported")
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=CALLS)
-    args = parser.parse_args(argv)
-    import torch
+    def add_arguments(parser):
+        parser.add_argument("--rounds", type=int, default=7)
+        parser.add_argument("--calls", type=int, default=CALLS)
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("call_host_probe --device cuda needs CUDA")
-        return 1
-    if not args.stock:
-        import decomps  # noqa: F401  (installs the decompositions)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    records = []
-    with torch._inductor.config.patch(fx_graph_cache=False):  # each row compiles, not served a graph
+    def records(args):
         for row in ROWS:
             for form in ("literal", "symbolic"):
-                records.append(measure(row, form, args.device, args.rounds, args.calls, args.stock))
-                print(json.dumps(records[-1]), flush=True)
-    name = f"call_host_probe-{'stock' if args.stock else 'pr'}.json"
-    (args.out_dir / name).write_text(json.dumps(records, indent=1))
-    return 0
+                yield measure(row, form, args.device, args.rounds, args.calls, args.stock)
+
+    return tag_probe_main("call_host_probe", argv, add_arguments, records)
 
 
 if __name__ == "__main__":

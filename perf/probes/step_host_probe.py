@@ -18,12 +18,9 @@ checked against eager's as the harness checks them. Writes
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-from pathlib import Path
 
-from perf.probes import back_to_back_us, profiled
+from perf.probes import back_to_back_us, profiled, tag_probe_main
 
 # Steps the harness left behind eager on an H200 (eager's step 200-300 us, the package's kernels
 # 40-90 us of it).
@@ -106,30 +103,16 @@ def measure(name: str, work, device: str, rounds: int, steps: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.probes.step_host_probe")
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--stock", action="store_true", help="stock torch; the package is never imported")
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--cases", nargs="+", default=CASES, help="harness case names (perf.cases)")
-    args = parser.parse_args(argv)
-    import torch
+    def add_arguments(parser):
+        parser.add_argument("--rounds", type=int, default=5)
+        parser.add_argument("--steps", type=int, default=STEPS)
+        parser.add_argument("--cases", nargs="+", default=CASES, help="harness case names (perf.cases)")
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("step_host_probe --device cuda needs CUDA")
-        return 1
-    if not args.stock:
-        import decomps  # noqa: F401  (installs the decompositions)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    records = []
-    with torch._inductor.config.patch(fx_graph_cache=False):  # each case compiles, not served a graph
+    def records(args):
         for name, work in workloads(args.cases, args.device):
-            records.append(measure(name, work, args.device, args.rounds, args.steps))
-            print(json.dumps(records[-1]), flush=True)
-    name = f"step_host_probe-{'stock' if args.stock else 'pr'}.json"
-    (args.out_dir / name).write_text(json.dumps(records, indent=1))
-    return 0
+            yield measure(name, work, args.device, args.rounds, args.steps)
+
+    return tag_probe_main("step_host_probe", argv, add_arguments, records)
 
 
 if __name__ == "__main__":
