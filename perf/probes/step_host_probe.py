@@ -19,6 +19,7 @@ checked against eager's as the harness checks them. Writes
 from __future__ import annotations
 
 import statistics
+from functools import partial
 
 from perf.probes import back_to_back_us, profiled, tag_probe_main
 
@@ -45,27 +46,19 @@ def workloads(names, device: str) -> list:
 
 
 def _kernels(step, device: str) -> tuple[float | None, float | None]:
-    """Kernels per step and their us (profiler), None off CUDA."""
+    """Kernels per step and their us, from one profiler pass over 10 steps; None off CUDA."""
     if device != "cuda":
         return None, None
+    import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
-
-    from perf.bench import kernel_us
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
             step()
-        _synchronize(device)
-    count = sum(e.device_type == DeviceType.CUDA for e in prof.events()) / 10
-    return count, kernel_us(step, 10)
-
-
-def _synchronize(device: str) -> None:
-    import torch
-
-    if device == "cuda":
         torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return len(kernels) / 10, sum(e.time_range.elapsed_us() for e in kernels) / 10
 
 
 def measure(name: str, work, device: str, rounds: int, steps: int) -> dict:
@@ -75,28 +68,27 @@ def measure(name: str, work, device: str, rounds: int, steps: int) -> dict:
 
     torch._dynamo.reset()
     empty = empty_step_workload(device)
-    columns = {
-        "eager": (work.runner(work.forward), work.args),
-        "compiled": (work.runner(torch.compile(work.forward, dynamic=True)), work.args),
-        "empty": (empty.runner(torch.compile(empty.forward, dynamic=True)), empty.args),
+    calls = {  # each column's step, called with its arguments
+        "eager": partial(work.runner(work.forward), *work.args),
+        "compiled": partial(work.runner(torch.compile(work.forward, dynamic=True)), *work.args),
+        "empty": partial(empty.runner(torch.compile(empty.forward, dynamic=True)), *empty.args),
     }
-    expected = columns["eager"][0](*work.args)
     dtype = str(work.args[0].dtype).removeprefix("torch.")
-    problem = compare_results(columns["compiled"][0](*work.args), expected, work.check, dtype)
+    problem = compare_results(calls["compiled"](), calls["eager"](), work.check, dtype)
     assert problem is None, f"{name}: compiled != eager: {problem}"
-    for step, args in columns.values():
+    for call in calls.values():
         for _ in range(3):
-            step(*args)
-    times: dict[str, list[float]] = {column: [] for column in columns}
+            call()
+    times: dict[str, list[float]] = {column: [] for column in calls}
     for _ in range(rounds):
-        for column, (step, args) in columns.items():
-            times[column].append(back_to_back_us(lambda step=step, args=args: step(*args), steps, device))
+        for column, call in calls.items():
+            times[column].append(back_to_back_us(call, steps, device))
     record = {"case": name}
-    for column, (step, args) in columns.items():
-        kernels, kernel_us = _kernels(lambda step=step, args=args: step(*args), device)
+    for column, call in calls.items():
+        kernels, kernel_us = _kernels(call, device)
         record[column] = {
             "us": statistics.median(times[column]), "us_min": min(times[column]),
-            "python_calls": profiled(lambda step=step, args=args: step(*args), 20, device=device).total_calls / 20,
+            "python_calls": profiled(call, 20, device=device).total_calls / 20,
             "kernels": kernels, "kernel_us": kernel_us,
         }
     return record
