@@ -24,16 +24,20 @@ form, without accumulation (a downsample's backward storing each gradient elemen
 input), takes the adjoint path (``_store_lines``): where the lanes rise within the span, two
 expands and two masked stores. Everything else is Inductor's code, unchanged.
 
-With AVX2's 8 float32 lanes (``_avx2_gather_line``), a float32 gather whose int32 index spans
-under 16 elements (upsampling, downsampling by up to about 2.1) is two masked loads, two
-one-source permutes (``vpermps``) and a blend; elsewhere its lanes are loaded into one vector
-directly (``_mm256_setr_ps``) rather than through an array that is then reloaded. And an integer
-vector load that fills its vectors drops Inductor's element count (``vec_load_line``): AVX2's
-``Vectorized<int32_t>::loadu(ptr, count)`` copies through ``memcpy`` whatever the count, a call in
-the loop where a table-driven gather loads its index. Stores keep Inductor's code there.
+With AVX2's 8 float32 lanes (``_avx2_gather_line``), a float32 gather whose int32 index has
+every lane within 8 (upsampling) or 16 (downsampling by up to about 2.1) elements of its first
+lane's is one or two plain loads from the first lane's element, a one-source permute
+(``vpermps``) each and a blend; the loads may read past the lanes' elements, so they are taken
+only where the 8 or 16 elements lie within the input's storage (its layout's length, ``_extent``),
+which leaves only a tensor's last few vectors lane by lane. Elsewhere its lanes are loaded into one
+vector directly (``_mm256_setr_ps``) rather than through an array that is then reloaded. And an
+integer vector load that fills its vectors drops Inductor's element count (``vec_load_line``):
+AVX2's ``Vectorized<int32_t>::loadu(ptr, count)`` copies through ``memcpy`` whatever the count, a
+call in the loop where a table-driven gather loads its index. Stores keep Inductor's code there.
 (1,3,500,400)->(256,256) float32 nearest, symbolic size, the kernels alone, AMD EPYC (Zen 3),
-1 thread, interleaved: 164-168 us -> 135-145 with whole index loads -> 114-127 with the permutes;
-eager's call 166-184 (docs/findings.md, finding 3).
+1 thread, interleaved: 164-168 us -> 135-145 with whole index loads -> 114-127 with the permutes
+of two masked loads after an unsigned range test -> 1.30x faster again with plain loads and one
+``vptest`` per range; eager's call 166-184 (docs/findings.md, finding 3).
 
 The hooks are installed wherever this torch has them; the vector width is asked when a C++
 kernel is generated, after Inductor has picked its ISA itself. Picking it builds and loads a
@@ -260,15 +264,33 @@ def _gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str
 ()"""
 
 
+def _extent(kernel, var: str) -> str | None:
+    """The C expression of how many elements from ``var``'s pointer its buffer holds (its layout's
+    storage length), or None where ``var`` is not one input buffer of fixed layout."""
+    from torch._inductor import ir
+    from torch._inductor.codegen.cpp_utils import cexpr_index
+    from torch._inductor.virtualized import V
+
+    names = [name for name, arg in kernel.args.input_buffers.items() if arg == var]
+    buffer = V.graph.try_get_buffer(names[0]) if len(names) == 1 else None
+    layout = buffer.get_layout() if buffer is not None else None
+    if not isinstance(layout, ir.FixedLayout):
+        return None
+    # compute_required_storage_length without its test for no elements (no loads run then)
+    length = 1 + layout.offset + sum((size - 1) * stride for size, stride in zip(layout.size, layout.stride))
+    return cexpr_index(kernel.rename_indexing(sympy.sympify(length)))
+
+
 def _avx2_gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -> str | None:
     """With AVX2's vectors, the C++ expression that loads ``var[index]`` as one float32 vector of
     ``AVX2_LANES``, or None where this path does not apply (Inductor's lane-by-lane load).
 
-    Where the int32 index's first and last lanes are under 16 apart and every lane lies between
-    them, two masked loads read the span (addresses between two that the gather reads) and
-    each lane takes its element from the first or the second by a permute and a blend, or, where
-    the span fits one vector (every upsample), one masked load and a permute; else, and
-    for int64 indices, the lanes' elements are loaded into one vector directly."""
+    Where every lane of the int32 index lies within 8 (every upsample), or 16 (downsampling by up
+    to about 2.1), elements from the first lane's and those elements lie within ``var``'s buffer,
+    one or two unmasked loads read them and each lane takes its element by a permute (and a
+    blend); else, and for int64 indices, the lanes' elements are loaded into one vector directly.
+    The range tests are one ``vptest`` each: no lane's offset from the first has a bit above
+    the span's."""
     from torch._inductor.codegen.cpp_utils import cexpr_index
 
     parts = _whole_vector_index(kernel, index, dtype, AVX2_LANES)
@@ -280,38 +302,30 @@ def _avx2_gather_line(kernel, var: str, index: sympy.Expr, dtype: torch.dtype) -
     by_lanes = f"""__at_align__ {index_type} index[{AVX2_LANES}];
     {indirect}.store(index);
     return _mm256_setr_ps({lanes});"""
-    if indirect.dtype != torch.int32:
+    extent = _extent(kernel, var) if indirect.dtype == torch.int32 else None
+    if extent is None:
         return f"""[&]() -> at::vec::Vectorized<float>
 {{
     const float* base = {var} + {cexpr_index(rest)};
     {by_lanes}
 }}
 ()"""
-    # offsets[l] <= last - first, unsigned: min(offsets, width) == offsets in every lane.
     return f"""[&]() -> at::vec::Vectorized<float>
 {{
-    const float* base = {var} + {cexpr_index(rest)};
+    const int64_t start = {cexpr_index(rest)};
+    const float* base = {var} + start;
     const __m256i lanes = {indirect};
     const int32_t first = _mm256_cvtsi256_si32(lanes);
-    const int32_t last = _mm256_extract_epi32(lanes, 7);
     const __m256i offsets = _mm256_sub_epi32(lanes, _mm256_set1_epi32(first));
-    const __m256i width = _mm256_set1_epi32(last - first);
-    const bool in_span = last >= first && last - first < 16
-        && _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_min_epu32(offsets, width), offsets)) == -1;
-    if (in_span)
+    if (_mm256_testz_si256(offsets, _mm256_set1_epi32(~{AVX2_LANES - 1})) && start + first + {AVX2_LANES} <= {extent})
     {{
-        const __m256i count = _mm256_set1_epi32(last - first + 1);
-        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256 a = _mm256_maskload_ps(base + first, _mm256_cmpgt_epi32(count, iota));
-        // a span within one vector (any upsample): a alone holds every lane's element
-        if (last - first < {AVX2_LANES})
-        {{
-            return _mm256_permutevar8x32_ps(a, offsets);
-        }}
-        const __m256 b = _mm256_maskload_ps(
-            base + first + {AVX2_LANES}, _mm256_cmpgt_epi32(count, _mm256_add_epi32(iota, _mm256_set1_epi32({AVX2_LANES}))));
-        // offsets of 8 or more take b's element: bit 3 moved to the blend's sign bit
-        return _mm256_blendv_ps(_mm256_permutevar8x32_ps(a, offsets), _mm256_permutevar8x32_ps(b, offsets),
+        return _mm256_permutevar8x32_ps(_mm256_loadu_ps(base + first), offsets);
+    }}
+    if (_mm256_testz_si256(offsets, _mm256_set1_epi32(~{2 * AVX2_LANES - 1})) && start + first + {2 * AVX2_LANES} <= {extent})
+    {{
+        // offsets of 8 or more take the second vector's element: bit 3 moved to the blend's sign bit
+        return _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(base + first), offsets),
+                                _mm256_permutevar8x32_ps(_mm256_loadu_ps(base + first + {AVX2_LANES}), offsets),
                                 _mm256_castsi256_ps(_mm256_slli_epi32(offsets, 28)));
     }}
     {by_lanes}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import subprocess
+import sys
 from unittest import mock
 
 import pytest
@@ -30,9 +32,9 @@ SPAN_TEST = {torch.int32: "_mm512_cmple_epu32_mask", torch.int64: "_mm512_cmple_
 # AVX2: the permute within the span, the lanes loaded into one vector elsewhere, and a whole
 # vector of the int32 index loaded with Inductor's element count (a memcpy).
 AVX2_PERMUTE = "_mm256_permutevar8x32_ps"
-# AVX2: a span within one vector (the upsamples of SIZES) permutes one masked load; the
-# downsamples' spans take the second load.
-AVX2_ONE_VECTOR = "if (last - first < 8)"
+# AVX2: a span within one vector (the upsamples of SIZES) permutes one load; the downsamples'
+# spans take the second load.
+AVX2_ONE_VECTOR = "_mm256_testz_si256(offsets, _mm256_set1_epi32(~7))"
 AVX2_LANES = "_mm256_setr_ps(base[index[0]]"
 COUNTED_INT32_LOAD = re.compile(r"Vectorized<int32_t>::loadu\([^;]*, static_cast<int64_t>\(8L?\)\)")
 # The machine's own vectors, and AVX2's (on a machine with AVX2 or wider).
@@ -82,6 +84,53 @@ def test_package_gathers_are_eager_exactly(mode, dynamic, simdlen):
         if avx2:  # the table's whole vectors without Inductor's count; its tail with it
             assert not COUNTED_INT32_LOAD.search(code), (isize, osize)
             assert "Vectorized<int32_t>::loadu(" in code
+
+
+# Run in a child process: the input's last element ends a readable region and the page after it
+# is inaccessible, so a load past the input's storage ends the child with SIGSEGV.
+_GUARDED_GATHERS = """
+import ctypes, math, mmap, sys
+import torch, torch.nn.functional as F
+from torch._inductor import config
+from torch._inductor.utils import run_and_get_code
+import decomps
+from lowerings import cpu_gathers
+
+def guarded(shape):
+    nbytes = 4 * math.prod(shape)
+    page = mmap.PAGESIZE
+    pages = -(-nbytes // page)
+    region = mmap.mmap(-1, (pages + 1) * page)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    assert libc.mprotect(start + pages * page, page, 0) == 0, ctypes.get_errno()  # PROT_NONE
+    x = torch.frombuffer(region, dtype=torch.float32, count=math.prod(shape), offset=pages * page - nbytes)
+    assert x.data_ptr() + nbytes == start + pages * page
+    x.copy_(torch.randn(x.numel()))
+    return x.view(shape), region
+
+simdlen, sizes = int(sys.argv[1]), eval(sys.argv[2])
+with config.patch({"cpp.simdlen": simdlen}):
+    avx2 = cpu_gathers.avx2_available()
+    for mode in ("nearest", "nearest-exact"):
+        for isize, osize in sizes:
+            x, region = guarded((2, 3, *isize))
+            fn = eval(f"lambda x: F.interpolate(x, size={osize!r}, mode={mode!r})", {"F": F})
+            torch._dynamo.reset()
+            out, code = run_and_get_code(torch.compile(fn, dynamic=True, fullgraph=True), x)
+            assert torch.equal(out, fn(x)), (mode, isize, osize)
+            assert ("_mm256_permutevar8x32_ps" in "".join(code)) == avx2, (mode, isize, osize)
+print("ok")
+"""
+
+
+def test_avx2_loads_stay_within_the_input():
+    """The AVX2 gather's unmasked loads read past the lanes' elements, never past the input's
+    storage: at its end (the last rows) the lanes load one by one."""
+    result = subprocess.run([sys.executable, "-c", _GUARDED_GATHERS, "256", repr(SIZES)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (result.returncode, result.stderr[-2000:])
 
 
 def _backward_op(mode):
