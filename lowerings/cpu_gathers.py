@@ -118,8 +118,9 @@ def avx2_available() -> bool:
 
 
 def vector_dtypes() -> tuple[torch.dtype, ...]:
-    """The dtypes whose gathers load whole vectors here."""
-    return (torch.float32,) if available() else ()
+    """The dtypes whose gathers load whole vectors here, with AVX512's or AVX2's vectors (asking
+    picks Inductor's ISA)."""
+    return (torch.float32,) if not missing_hooks() and _path_bits() else ()
 
 
 def package_kernel_bits() -> int:
