@@ -159,7 +159,7 @@ def test_cpu_step_probe_splits_the_compiled_step(tmp_path):
 
     threads = torch.get_num_threads()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cpu_step_probe, "ROWS", [((1, 2, 24, 26), (4, 6))])
+        patch.setattr(cpu_step_probe, "ROWS", {"1200x1300": ((1, 2, 24, 26), (4, 6))})
         assert cpu_step_probe.main([str(tmp_path), "--threads", "1", "--rounds", "2", "--steps", "2"]) == 0
     (record,) = json.loads((tmp_path / "cpu_step_probe.json").read_text())
     assert record["threads"] == 1 and record["shape"] == [1, 2, 24, 26]
