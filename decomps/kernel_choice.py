@@ -128,8 +128,8 @@ def period_slices(input: Tensor, patterns) -> bool:
     (1830); (1,3,300,400)->(600,700) 2 threads 163 / 122 (218); no repeat: (4,64,4000) x1.5
     1 thread 352 / 476 (532), 2 threads 167 / 215 (231). AVX2, 1 thread, the median over rounds
     of slices' time / the gather's: (1,3,300,400)->(600,700) 2.28 (nearest), 1.80
-    (nearest-exact), (4,3,300,400) 2.66 and 2.51; no repeat: (4,64,4000) x1.5 1.24, (1,3,300,400)
-    ->(300,700) 0.87 (docs/design.md, "Kernel choice").
+    (nearest-exact), (4,3,300,400) 2.66 and 2.51; no repeat: (4,64,4000) x1.5 1.24,
+    (1,3,300,400)->(300,700) 0.87 (docs/design.md, "Kernel choice").
     """
     if any(p.kind == "repeat" for p in patterns[:-1]):
         return input.dtype not in cpu_gathers.vector_dtypes()

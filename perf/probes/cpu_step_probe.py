@@ -1,10 +1,12 @@
 """A CPU training step split into its compiled graphs and the rest (docs/findings.md, finding 3,
 "the compiled step's own cost").
 
-Usage: ``python -m perf.probes.cpu_step_probe OUT_DIR [--threads 1 2] [--rounds R] [--steps S] [--rows 1200x1300 300x400]``
+Usage: ``python -m perf.probes.cpu_step_probe OUT_DIR [--threads 1 2] [--rounds R] [--steps S]
+[--rows 1200x1300 300x400]``
 
-For each row (``ROWS``: (1,3,1200,1300)->(200,300), the default, and (1,3,300,400)->(600,700); f32, contiguous, nearest, ``size`` through a kwargs dict as the harness passes it,
-``dynamic=True``) and thread count, interleaved rounds of ``S`` steps per column, us per step:
+For each row (``ROWS``: (1,3,1200,1300)->(200,300), the default, and (1,3,300,400)->(600,700);
+f32, contiguous, nearest, ``size`` through a kwargs dict as the harness passes it, ``dynamic=True``)
+and thread count, interleaved rounds of ``S`` steps per column, us per step:
 
 * ``compiled step``: ``torch.autograd.grad`` of the compiled call, as the harness times it, with
   the time spent inside its forward and backward graphs (``CompiledFxGraph`` calls) and the rest
