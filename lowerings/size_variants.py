@@ -180,24 +180,23 @@ class FlatLaunch:
         launched = [name for name, t in tiled_signature.items() if t != "constexpr"]
         position = {name: i for i, name in enumerate(launched)}
         sources = {**flat["pointers"], **flat["sizes"]}
-        self.takes = [
+        takes = [
             (position[sources[name]],) if name in sources else tuple(position[n] for n in flat["numels"][name])
             for name in flat["arguments"]
         ]
+        # Written out once as one expression per argument (a product for an element count), so
+        # that a launch takes them in one call, without a loop: this runs at every launch.
+        values = [" * ".join(f"a[{i}]" for i in take) for take in takes]
+        self.arguments: Callable[[tuple], list] = eval(f"lambda a: [{', '.join(values)}]")
+        self._calling = eval(f"lambda launch: lambda *a, stream: launch({', '.join([*values, 'stream=stream'])})")
         self.kernel = None
-
-    def arguments(self, args) -> list:
-        """The flat kernel's launch arguments; a product for its element count."""
-        values = []
-        for take in self.takes:
-            value = args[take[0]]
-            for i in take[1:]:
-                value = value * args[i]
-            values.append(value)
-        return values
 
     def run(self, *args, stream, **kwargs):
         return self.kernel.run(*self.arguments(args), stream=stream, **kwargs)
+
+    def calling(self, launch: Callable) -> Callable:
+        """``launch`` called with the flat kernel's arguments, given the tiled kernel's."""
+        return self._calling(launch)
 
 
 def direct_launch(variant) -> Callable | None:
@@ -207,8 +206,8 @@ def direct_launch(variant) -> Callable | None:
     call's host time), except under the profiler or a ``DebugMode``, which ``run`` tells which
     kernel launches."""
     if isinstance(variant, FlatLaunch):
-        launch, arguments = direct_launch(variant.kernel), variant.arguments
-        return None if launch is None else lambda *args, stream: launch(*arguments(args), stream=stream)
+        launch = direct_launch(variant.kernel)
+        return None if launch is None else variant.calling(launch)
     return launcher_alone(variant)
 
 

@@ -276,6 +276,21 @@ def test_flat_launch_arguments():
     assert launch.run("in", "out", 5, 6, 7, 30, 40, stream=3) == (("in", "out", 7, 5, 1200), 3)
 
 
+def test_a_flat_direct_launch_is_one_python_call_before_its_launcher():
+    """It runs at every launch of a tuned flat variant, where its Python calls are host time."""
+    import cProfile
+    import pstats
+
+    flat = size_variants.FlatLaunch(TILED, FLAT)
+    flat.kernel = types.SimpleNamespace(launchers=[lambda *args, stream: None])
+    flat.kernel.launchers[0].store_cubin = False
+    launch = size_variants.direct_launch(flat)
+    profile = cProfile.Profile()
+    profile.runcall(launch, "in", "out", 5, 6, 7, 30, 40, stream=3)
+    python_calls = {key: n for key, (_, n, *_) in pstats.Stats(profile).stats.items() if key[0] != "~"}
+    assert sum(python_calls.values()) == 2, python_calls  # the launch, then the launcher
+
+
 def _tiled_tuner(mutated=(), src=""):
     return types.SimpleNamespace(
         inductor_meta={size_variants.SIZE_ARGS: ["ks0", "ks1", "ks2", "ynumel", "xnumel"], size_variants.FLAT: FLAT,
