@@ -188,15 +188,13 @@ class FlatLaunch:
         # that a launch takes them in one call, without a loop: this runs at every launch.
         values = [" * ".join(f"a[{i}]" for i in take) for take in takes]
         self.arguments: Callable[[tuple], list] = eval(f"lambda a: [{', '.join(values)}]")
-        self._calling = eval(f"lambda launch: lambda *a, stream: launch({', '.join([*values, 'stream=stream'])})")
+        # ``calling(launch)``: ``launch`` called with them, given the tiled kernel's arguments
+        self.calling: Callable[[Callable], Callable] = eval(
+            f"lambda launch: lambda *a, stream: launch({', '.join([*values, 'stream=stream'])})")
         self.kernel = None
 
     def run(self, *args, stream, **kwargs):
         return self.kernel.run(*self.arguments(args), stream=stream, **kwargs)
-
-    def calling(self, launch: Callable) -> Callable:
-        """``launch`` called with the flat kernel's arguments, given the tiled kernel's."""
-        return self._calling(launch)
 
 
 def direct_launch(variant) -> Callable | None:
