@@ -139,14 +139,18 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
         bounds.append(backward_windows.window_bound(input_size[2 + d], output_size[d], scales[d], rule))
         if bounds[-1] is None:
             return None
+    starts = [
+        _window_starts(input_size[2 + d], output_size[d], scales[d], rule, g.device, identity_if, len(output_size))
+        for d in range(first, last + 1)
+    ]
+    if kernel_choice.positions_in_gather(g, math.prod(bounds), span):
+        return index_tables.gather_window_starts(g, 2 + first, starts)
     # Per moving dim, (isize, bound): the output index of each window position, and the end of
     # its window.
     spans = []
-    for d, bound in zip(range(first, last + 1), bounds):
-        isize, osize = input_size[2 + d], output_size[d]
-        lo = _window_starts(isize, osize, scales[d], rule, g.device, identity_if, len(output_size))
+    for d, bound, lo in zip(range(first, last + 1), bounds, starts):
         idx = lo[:-1].unsqueeze(1) + torch.arange(bound, dtype=lo.dtype, device=g.device)
-        spans.append((idx, lo[1:].unsqueeze(1), osize))
+        spans.append((idx, lo[1:].unsqueeze(1), output_size[d]))
     if kernel_choice.window_table(g, span):
         # Each dim's positions as one tensor, -1 outside the window (where the gather reads index
         # 0 and drops it), all dims' in one table built by one kernel.

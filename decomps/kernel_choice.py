@@ -79,6 +79,11 @@ PLAIN_STORE_STATIC_DEVICES = ("cpu",)
 OWNER_TABLE_DEVICES = ("cpu", "cuda")
 # Device types whose window gathers over several dims read the window positions from one table.
 WINDOW_TABLE_DEVICES = ("cuda",)
+# Device types whose window gathers of one tap (downsampling) over at most
+# ``POSITIONS_IN_GATHER_MAX_DIMS`` dims compute each dim's window starts in the gather
+# (``index_tables.gather_window_starts``), with no table.
+POSITIONS_IN_GATHER_DEVICES = ("cuda",)
+POSITIONS_IN_GATHER_MAX_DIMS = 2
 # Device types whose package kernels launch with each call's sizes as constants
 # (``lowerings.size_variants``) where Inductor indexes them in 32 bits.
 SIZE_VARIANT_DEVICES = ("cuda",)
@@ -211,6 +216,23 @@ def window_table(grad_output: Tensor, moving_dims: int) -> bool:
     dim's it computes in the gather (x1.5 f16's outer dim), where a table would add a launch
     (``backward._gather_windows``: the index and the mask apart)."""
     return moving_dims > 1 and _eligible(grad_output, WINDOW_TABLE_DEVICES, layouts=None)
+
+
+def positions_in_gather(grad_output: Tensor, taps: int, dims: int) -> bool:
+    """Whether a backward window gather of ``taps`` taps over ``dims`` dims computes its window
+    starts in the gather (``index_tables.gather_window_starts``) rather than reading a window
+    table: one tap (every window holds at most one output), at most
+    ``POSITIONS_IN_GATHER_MAX_DIMS`` dims, on a device of ``POSITIONS_IN_GATHER_DEVICES``, not
+    while exporting. The table costs a kernel and an allocation per call, which host-bound
+    training steps pay in full (docs/findings.md, finding 8). Each dim's starts are computed at
+    both ends of its window (about 25 ops each for nearest-exact's float64 rule); a three-dim
+    nearest-exact gather took two buffers where one- and two-dim ones took one (CPU, with
+    CUDA's window rule), so three dims keep the table."""
+    return (
+        taps == 1
+        and dims <= POSITIONS_IN_GATHER_MAX_DIMS
+        and _eligible(grad_output, POSITIONS_IN_GATHER_DEVICES, layouts=None)
+    )
 
 
 def repeat_op(tensor: Tensor, patterns) -> bool:

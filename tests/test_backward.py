@@ -13,7 +13,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_utils import TestCase, run_tests
 
 from decomps import backward as backward_decompositions
-from decomps import eager_rules, kernel_choice, size_conditions
+from decomps import eager_rules, index_tables, kernel_choice, size_conditions
 from decomps.backward import MAX_UNROLLED_TAPS
 from tests.common import (
     RANKS,
@@ -161,7 +161,8 @@ class TestBackward(TestCase):
         their positions from one ``decomps::index_table``, with the same bits and strides as
         without it (unrolled taps and the reduction over more than 16), traced with symbolic
         sizes; and compiled, where Inductor lowers the table. A gather over one dim computes
-        its positions."""
+        its positions. One-tap gathers, which compute theirs on some devices
+        (``test_one_tap_gathers_compute_their_positions``), read the table here too."""
         from torch._inductor.utils import fresh_inductor_cache
 
         table_op = torch.ops.decomps.index_table.default
@@ -180,7 +181,8 @@ class TestBackward(TestCase):
             msg = f"{isize} -> {osize} channels_last={channels_last} exact {exact}"
             forms, tables = [], []
             for devices in ((torch.device(device).type,), ()):
-                with generated_code(), mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", devices):
+                with generated_code(), mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", devices), \
+                        mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", ()):
                     graph = make_fx(backward, tracing_mode="symbolic")(g, x)
                 forms.append(graph(g, x))
                 tables.append(sum(n.target is table_op for n in graph.graph.nodes))
@@ -209,6 +211,82 @@ class TestBackward(TestCase):
             self.assertEqual(grads[0].stride(), expected.stride())
             assert_grad_close(self, grads[0], expected, gradient_tolerance(g, lambda t: torch.autograd.grad(
                 step(x), x, t)[0]), f"dynamic={dynamic}")
+
+    def test_one_tap_gathers_compute_their_positions(self, device):
+        """``kernel_choice.positions_in_gather``: a downsample's window gather (one tap) over
+        one or two dims reads each dim's window starts through ``decomps::gather_window_starts``,
+        no table, with the same bits as the table's gather, eager's strides, and traced with
+        symbolic sizes; over three dims it keeps the table. Compiled (static and dynamic sizes)
+        its values are eager's (each a copy of one gradient element), and on CUDA the backward
+        is one kernel."""
+        from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
+
+        starts_op, table_op = index_tables.gather_window_starts, torch.ops.decomps.index_table.default
+        here = (torch.device(device).type,)
+        cases = [([23, 20], [12, 13]), ([29], [11]), ([9, 10, 7], [4, 10, 3]), ([40, 37], [40, 9])]
+        for (isize, osize), exact, channels_last in itertools.product(cases, (False, True), (False, True)):
+            rank = len(isize)
+            if channels_last and rank == 1:
+                continue
+            op = backward_op(rank, exact)
+            layout = memory_format_of(rank, channels_last)
+            g = torch.randn([2, 3] + osize, dtype=torch.float64, device=device).contiguous(memory_format=layout)
+            x = torch.empty([2, 3] + isize, device=device)
+
+            def backward(g, x):
+                return TABLE[op](g, list(g.shape[2:]), list(x.shape))
+
+            msg = f"{isize} -> {osize} channels_last={channels_last} exact {exact}"
+            forms, counts = [], []
+            for devices in (here, ()):
+                with generated_code(), mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", devices):
+                    graph = make_fx(backward, tracing_mode="symbolic")(g, x)
+                forms.append(graph(g, x))
+                counts.append([sum(n.target is t for n in graph.graph.nodes) for t in (starts_op, table_op)])
+            self.assertEqual(counts[1][0], 0, msg)
+            if rank <= kernel_choice.POSITIONS_IN_GATHER_MAX_DIMS:
+                self.assertEqual(counts[0], [1, 0], msg)
+            else:  # the gather's dims, after index-free ones and short periods: the op or a table
+                self.assertEqual(counts[0][0] * counts[0][1], 0, msg)
+            self.assertTrue(torch.equal(forms[0], forms[1]), msg)
+            expected = op(g, osize, [2, 3] + isize)
+            self.assertEqual(forms[0].stride(), expected.stride(), msg=msg)
+            assert_grad_close(self, forms[0], expected, gradient_tolerance(g, lambda t: op(t, osize, [2, 3] + isize)), msg)
+
+        with mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here):
+            eligible = torch.empty(1, device=device)
+            self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims) for dims in (1, 2, 3)],
+                             [True, True, False])
+            self.assertFalse(kernel_choice.positions_in_gather(eligible, 2, 1))
+
+        compiled = [  # (case, mode, channels_last, dynamic)
+            (cases[0], "nearest-exact", True, True), (cases[0], "nearest", False, False),
+            (cases[1], "nearest", False, True), (cases[3], "nearest-exact", True, True),
+        ]
+        for (isize, osize), mode, channels_last, dynamic in compiled:
+            layout = memory_format_of(len(isize), channels_last)
+            x = torch.randn([2, 3] + isize, dtype=torch.bfloat16, device=device).contiguous(memory_format=layout)
+            g = torch.randn([2, 3] + osize, dtype=torch.bfloat16, device=device).contiguous(memory_format=layout)
+
+            def step(x, size=tuple(osize), mode=mode):
+                x = x.detach().requires_grad_()
+                return torch.autograd.grad(torch.nn.functional.interpolate(x, size=size, mode=mode), x, g)[0]
+
+            msg = f"{isize} -> {osize} {mode} channels_last={channels_last} dynamic={dynamic}"
+            torch._dynamo.reset()
+            with fresh_inductor_cache(), generated_code(), mock.patch.object(
+                kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here
+            ):
+                out, codes = run_and_get_code(torch.compile(step, dynamic=dynamic), x)
+            expected = step(x)
+            self.assertTrue(torch.equal(out, expected), msg)
+            self.assertEqual(out.stride(), expected.stride(), msg=msg)
+            # lowered: no extern call of the op (the comments name it: its node)
+            code = "\n".join(line for line in "\n".join(codes).splitlines() if not line.lstrip().startswith("#"))
+            self.assertNotIn("decomps.gather_window_starts", code, msg)
+            if torch.device(device).type == "cuda":
+                (backward_code,) = [c for c in codes if "_backward']" in c.partition("\n")[0]]
+                self.assertEqual(backward_code.count(".run("), 1, msg)
 
     def test_grad_input_overload(self, device):
         g = torch.randn(2, 3, 10, 12, device=device)
@@ -273,8 +351,11 @@ class TestBackward(TestCase):
                           and n.args[0].target == torch.ops.aten.where.self for n in graph.graph.nodes)
             self.assertEqual(reduces, not scatters and taps > MAX_UNROLLED_TAPS, msg)
             if not scatters and not reduces:
+                # one tap computes its positions in the gather where ``positions_in_gather`` says
                 reads = sum(n.target == torch.ops.aten._unsafe_index.Tensor for n in graph.graph.nodes)
-                self.assertEqual(reads, taps, msg)
+                starts = sum(n.target == index_tables.gather_window_starts for n in graph.graph.nodes)
+                one_tap = kernel_choice.positions_in_gather(g, taps, 1)
+                self.assertEqual((reads, starts), (0, 1) if one_tap else (taps, 0), msg)
 
     def test_short_periods(self, device):
         """Innermost dims whose windows repeat with a short period (sums of slices on CPU, and on

@@ -1,5 +1,6 @@
 """index_tables and lowerings.index_tables: the op copies its argument, ``index_by_maps`` is
-``_unsafe_index`` and ``index_put_by_maps`` is ``index_put``; compiled, a gather's index table is
+``_unsafe_index``, ``index_put_by_maps`` is ``index_put`` and ``gather_window_starts`` reads each
+non-empty window's start, zero elsewhere; compiled, a gather's index table is
 a buffer of its own that the gather loads (no extern call), a plain store stores through its
 table without bounds checks, and the result is eager's values and strides."""
 
@@ -46,6 +47,21 @@ def test_index_put_by_maps_is_index_put():
     assert torch.equal(out, expected) and out.stride() == expected.stride()
     assert torch.equal(x, before)  # functional: a new tensor
     torch.library.opcheck(index_tables.index_put_by_maps, (x, indices, values))
+
+
+def test_gather_window_starts_reads_each_window_start():
+    x = torch.randn(2, 3, 5, 7)
+    # windows [0,1) [1,1) [1,3) [3,5) [5,5) along dim 2, [0,2) [2,3) [3,3) [3,6) along dim 3
+    starts = [torch.tensor([0, 1, 1, 3, 5, 5]), torch.tensor([0, 2, 3, 3, 6], dtype=torch.int32)]
+    out = index_tables.gather_window_starts(x, 2, starts)
+    expected = torch.zeros(2, 3, 5, 4)
+    for i, j in itertools.product(range(5), range(4)):
+        if starts[0][i] < starts[0][i + 1] and starts[1][j] < starts[1][j + 1]:
+            expected[:, :, i, j] = x[:, :, starts[0][i], starts[1][j]]
+    assert torch.equal(out, expected) and out.stride() == expected.stride()
+    inner = index_tables.gather_window_starts(x, 3, starts[1:])  # one dim, not the first spatial one
+    assert torch.equal(inner, torch.stack([x[..., 0], x[..., 2], torch.zeros(2, 3, 5), x[..., 3]], -1))
+    torch.library.opcheck(index_tables.gather_window_starts, (x, 2, starts))
 
 
 @pytest.mark.parametrize("deterministic", [False, True])

@@ -442,6 +442,20 @@ def test_window_table_rule():
             assert not kernel_choice.window_table(x, 2)
 
 
+def test_positions_in_gather_rule():
+    """kernel_choice.positions_in_gather: on CUDA, a window gather of one tap over one or two
+    dims; not of more taps or dims, not on CPU, not while exporting."""
+    x = torch.empty(2, 3, 4, 5)
+    assert kernel_choice.POSITIONS_IN_GATHER_DEVICES == ("cuda",)
+    assert not kernel_choice.positions_in_gather(x, 1, 1)
+    with mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", ("cpu",)):
+        assert kernel_choice.positions_in_gather(x, 1, 1) and kernel_choice.positions_in_gather(x, 1, 2)
+        assert not kernel_choice.positions_in_gather(x, 1, 3)
+        assert not kernel_choice.positions_in_gather(x, 2, 1)
+        with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
+            assert not kernel_choice.positions_in_gather(x, 1, 2)
+
+
 def test_index_table_rule(vector_bits):
     """kernel_choice.index_table: on CPU, a gathered dim innermost in memory where the vectors
     are wide or, at AVX2's width, float32, uint8 and bfloat16, or an outer one whose map is
