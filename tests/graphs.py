@@ -19,7 +19,7 @@ SCATTER_OPS = frozenset({
     "index_put", "index_put_", "_unsafe_index_put", "_index_put_impl_", "index_put_by_maps", "index_add", "index_add_",
     "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
 })
-GATHER_OPS = frozenset({"index", "_unsafe_index", "gather", "index_select", "index_by_maps"})
+GATHER_OPS = frozenset({"index", "_unsafe_index", "gather", "index_select", "index_by_maps", "gather_window_starts"})
 # Scatters that always add into their target; the index_put family adds where ``accumulate``.
 ADDING_SCATTER_OPS = frozenset({"index_add", "index_add_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_"})
 INDEX_PUT_OPS = frozenset({"index_put", "index_put_", "_unsafe_index_put", "_index_put_impl_", "index_put_by_maps"})
