@@ -59,6 +59,10 @@ ERROR_CHARS = 500
 # A host's speed moves in spells of seconds (docs/findings.md, finding 8): a host-bound row's
 # rounds, back to back, fall in one spell; a late round, a whole run of cases later, in another.
 LATE_ROUNDS = 1
+# A row's late rounds, or its reduce-overhead column, take about this share of the time its case
+# took: one H200 run of 24 training steps, both tags taking turns, 11.3 s per case and 5.0 s per
+# such column (2026-11-30). Under a time limit the cases stop early enough to leave it.
+TAIL_SHARE = 0.5
 
 
 def parse_bool(text: str) -> bool:
@@ -257,6 +261,8 @@ class Collected:
     # rows whose late rounds are still to time (CaseResult.late_rounds): (name, a function that times them,
     # what merges their result: merge_late_rounds, or the overhead rows' own)
     late_rounds_left: list = field(default_factory=list)
+    # seconds that run_cases expects those columns of its cases to take (TAIL_SHARE of each case's time)
+    tail_seconds: float = 0.0
 
     def add(self, result) -> None:
         self.test_results += result.measurements
@@ -383,17 +389,20 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
     ``save(collected)`` runs after each case, so that a run stopped early (a time limit) keeps the
     cases it finished. ``step_overhead_seconds`` (the run's empty compiled fwd+bwd step, None if
     not measured) is the host-bound threshold of fwd+bwd rows (``bench.workload_host_bound_seconds``).
-    No case starts at or after ``deadline`` (``time.perf_counter()``; None: no limit): the cases
-    left are counted in ``collected.cases_left``.
+    No case starts where ``deadline`` (``time.perf_counter()``; None: no limit) would leave less
+    than ``collected.tail_seconds`` for the late rounds and reduce-overhead columns of the cases
+    run, which come after the last case: the cases left are counted in ``collected.cases_left``.
     """
     from perf import bench
 
     collected = Collected() if collected is None else collected
     start = time.perf_counter()
     for i, case in enumerate(cases, 1):
-        if deadline is not None and time.perf_counter() >= deadline:
+        case_start = time.perf_counter()
+        if deadline is not None and case_start + collected.tail_seconds >= deadline:
             collected.cases_left = len(cases) - i + 1
-            print(f"Time limit: {collected.cases_left} of {len(cases)} cases not started", flush=True)
+            print(f"Time limit: {collected.cases_left} of {len(cases)} cases not started "
+                  f"({collected.tail_seconds:.0f} s kept for the rows' late rounds and reduce-overhead columns)", flush=True)
             break
         result, summary = _record(case.name, partial(
             bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
@@ -409,6 +418,9 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
                 bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
                 min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.late_rounds,
                 step_overhead_seconds=step_overhead_seconds, kernels=False), collected.merge_late_rounds))
+        tail_columns = result is not None and bool(result.reduce_overhead) + bool(result.late_rounds and args.late_rounds)
+        if tail_columns:
+            collected.tail_seconds += tail_columns * TAIL_SHARE * (time.perf_counter() - case_start)
         save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
     return collected

@@ -509,6 +509,37 @@ def test_run_cases_starts_no_case_after_its_deadline(monkeypatch):
     assert interp_mode.run_cases(cases, args, "cpu", 0.01, None).cases_left == 0
 
 
+def test_run_cases_keeps_time_for_the_columns_after_the_cases(monkeypatch):
+    """Under a deadline, a case whose row queues late rounds or a reduce-overhead column makes the
+    later cases stop early enough to leave those columns ``TAIL_SHARE`` of its time each."""
+    from perf import bench
+
+    cases = make_cases("cpu", quick=True, modes=("nearest",))[:4]
+    now = [0.0]
+    monkeypatch.setattr(interp_mode.time, "perf_counter", lambda: now[0])
+    ran, queues = [], []
+
+    def fake_run_case(case, tag, **kwargs):
+        ran.append(case)
+        now[0] += 10.0  # each case takes 10 s
+        queue = bool(queues) and len(ran) == 1  # the first case's row queues both later columns
+        return bench.CaseResult([_measurement(1e-6, f"{kind} (x) PR") for kind in ("Eager", "Compiled")],
+                                reduce_overhead=queue, host_bound=queue)
+
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, late_rounds=1)
+    # without such columns: case 3 starts at 20 (< 25), case 4 not at 30
+    collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
+    assert len(ran) == 3 and collected.cases_left == 1 and collected.tail_seconds == 0
+    ran.clear(), queues.append(True)
+    now[0] = 0.0
+    collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
+    # 2 x 0.5 x 10 s kept: case 2 starts at 10 (10 + 10 < 25), case 3 not at 20 (20 + 10 >= 25)
+    assert interp_mode.TAIL_SHARE == 0.5 and collected.tail_seconds == 10.0
+    assert ran == cases[:2] and collected.cases_left == 2
+    assert len(collected.late_rounds_left) == 1 and len(collected.reduce_overhead_left) == 1
+
+
 def test_time_limit_shares_the_time_left_among_the_processes_left(monkeypatch, tmp_path):
     """``--time-limit``: each process gets the time left divided by the processes left in its
     shard's sequence, as ``--stop-after``; none starts once it has passed; the merged pickle counts
