@@ -531,7 +531,8 @@ def test_run_cases_keeps_time_for_the_columns_after_the_cases(monkeypatch):
     # without such columns: case 3 starts at 20 (< 25), case 4 not at 30
     collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
     assert len(ran) == 3 and collected.cases_left == 1 and collected.tail_seconds == 0
-    ran.clear(), queues.append(True)
+    ran.clear()
+    queues.append(True)
     now[0] = 0.0
     collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
     # 2 x 0.5 x 10 s kept: case 2 starts at 10 (10 + 10 < 25), case 3 not at 20 (20 + 10 >= 25)
