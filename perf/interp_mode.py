@@ -408,19 +408,19 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
             bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
             min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
             step_overhead_seconds=step_overhead_seconds), collected, device)
+        column_seconds = TAIL_SHARE * (time.perf_counter() - case_start)  # a later column of this row
         if result is not None and result.reduce_overhead:
             collected.reduce_overhead_left.append((case.name, partial(
                 bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
                 num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
                 repeat=args.repeat)))
+            collected.tail_seconds += column_seconds
         if result is not None and result.late_rounds and args.late_rounds:
             collected.late_rounds_left.append((case.name, partial(
                 bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
                 min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.late_rounds,
                 step_overhead_seconds=step_overhead_seconds, kernels=False), collected.merge_late_rounds))
-        tail_columns = result is not None and bool(result.reduce_overhead) + bool(result.late_rounds and args.late_rounds)
-        if tail_columns:
-            collected.tail_seconds += tail_columns * TAIL_SHARE * (time.perf_counter() - case_start)
+            collected.tail_seconds += column_seconds
         save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
     return collected
