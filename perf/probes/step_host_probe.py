@@ -2,14 +2,17 @@
 step's (docs/findings.md, finding 8, "training steps behind eager").
 
 Usage: ``python -m perf.probes.step_host_probe OUT_DIR [--stock] [--device cuda|cpu] [--rounds R]
-[--cases NAME ...]``
+[--cases NAME ...] [--mode reduce-overhead]``
 
 For harness training steps (``CASES``, case names of ``perf.cases.make_cases``, ``dynamic=True``),
 built as the harness builds them (forward, then ``torch.autograd.grad`` with a fixed grad_output):
 eager's step, the compiled step and the empty compiled step (``x * 2`` on 8 elements, the
 harness's ``Compiled call overhead`` step), in ``R`` interleaved rounds: us per step back to back,
 Python function calls per step (``cProfile``, a count that the host's load does not move), and on
-CUDA the kernels per step and their time (profiler). One tag per process and no switch of the
+CUDA the kernels per step and their time (profiler). ``--mode`` compiles both compiled steps in
+that ``torch.compile`` mode; the compiled step's record then also names its functions of most own
+time per step (``top``) and Inductor's counters that its calls moved (``counters``: CUDA graph
+skips and re-recordings show there). One tag per process and no switch of the
 install state in it: ``--stock`` runs stock torch, the package never imported (a switch would
 reset Dynamo's caches, and each graph would compile again). Each compiled step's gradients are
 checked against eager's as the harness checks them. Writes
@@ -31,6 +34,7 @@ CASES = [
     "interp+bwd nearest (8, 64, 200, 200)->(300, 300) float16 contiguous_format",
 ]
 STEPS = 100  # per round
+TOP = 12  # functions of the compiled step named in its record
 
 
 def workloads(names, device: str) -> list:
@@ -61,17 +65,32 @@ def _kernels(step, device: str) -> tuple[float | None, float | None]:
     return len(kernels) / 10, sum(e.time_range.elapsed_us() for e in kernels) / 10
 
 
-def measure(name: str, work, device: str, rounds: int, steps: int) -> dict:
+def _top(stats, calls: int) -> list[dict]:
+    """The ``TOP`` functions of most own time in ``stats`` (``pstats.Stats`` of ``calls`` steps),
+    per step."""
+    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:TOP]
+    return [{"function": f"{file}:{line}({function})", "calls": count / calls, "own_us": own / calls * 1e6}
+            for (file, line, function), (_, count, own, _, _) in rows]
+
+
+def _inductor_counters() -> dict:
+    from torch._dynamo.utils import counters
+
+    return dict(counters["inductor"])
+
+
+def measure(name: str, work, device: str, rounds: int, steps: int, mode: str | None = None) -> dict:
     import torch
 
     from perf.bench import compare_results, empty_step_workload
 
     torch._dynamo.reset()
     empty = empty_step_workload(device)
+    options = {"dynamic": True, "mode": mode}
     calls = {  # each column's step, called with its arguments
         "eager": partial(work.runner(work.forward), *work.args),
-        "compiled": partial(work.runner(torch.compile(work.forward, dynamic=True)), *work.args),
-        "empty": partial(empty.runner(torch.compile(empty.forward, dynamic=True)), *empty.args),
+        "compiled": partial(work.runner(torch.compile(work.forward, **options)), *work.args),
+        "empty": partial(empty.runner(torch.compile(empty.forward, **options)), *empty.args),
     }
     dtype = str(work.args[0].dtype).removeprefix("torch.")
     problem = compare_results(calls["compiled"](), calls["eager"](), work.check, dtype)
@@ -79,18 +98,24 @@ def measure(name: str, work, device: str, rounds: int, steps: int) -> dict:
     for call in calls.values():
         for _ in range(3):
             call()
+    warm = _inductor_counters()
     times: dict[str, list[float]] = {column: [] for column in calls}
     for _ in range(rounds):
         for column, call in calls.items():
             times[column].append(back_to_back_us(call, steps, device))
-    record = {"case": name}
+    record = {"case": name, "mode": mode}
     for column, call in calls.items():
         kernels, kernel_us = _kernels(call, device)
+        stats = profiled(call, 20, device=device)
         record[column] = {
             "us": statistics.median(times[column]), "us_min": min(times[column]),
-            "python_calls": profiled(call, 20, device=device).total_calls / 20,
+            "python_calls": stats.total_calls / 20,
             "kernels": kernels, "kernel_us": kernel_us,
         }
+        if column == "compiled" and mode is not None:
+            record[column]["top"] = _top(stats, 20)
+    timed = _inductor_counters()
+    record["counters"] = {key: timed[key] - warm.get(key, 0) for key in timed if timed[key] != warm.get(key, 0)}
     return record
 
 
@@ -99,10 +124,11 @@ def main(argv=None) -> int:
         parser.add_argument("--rounds", type=int, default=5)
         parser.add_argument("--steps", type=int, default=STEPS)
         parser.add_argument("--cases", nargs="+", default=CASES, help="harness case names (perf.cases)")
+        parser.add_argument("--mode", default=None, help='torch.compile mode of the compiled steps, e.g. "reduce-overhead"')
 
     def records(args):
         for name, work in workloads(args.cases, args.device):
-            yield measure(name, work, args.device, args.rounds, args.steps)
+            yield measure(name, work, args.device, args.rounds, args.steps, args.mode)
 
     return tag_probe_main("step_host_probe", argv, add_arguments, records)
 

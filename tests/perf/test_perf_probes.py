@@ -383,3 +383,25 @@ def test_step_host_probe_times_a_harness_step_against_the_empty_step(tmp_path):
     assert torch._inductor.config.fx_graph_cache == caching
     with pytest.raises(SystemExit, match="no case"):
         step_host_probe.main([str(tmp_path), "--device", "cpu", "--cases", "interp+bwd no such case"])
+
+
+def test_step_host_probe_names_the_hot_functions_of_a_step_compiled_in_a_mode(tmp_path):
+    """With ``--mode``, the compiled step compiles in that mode, and its record names the functions
+    of most own time per step, heaviest first."""
+    import json
+
+    from perf.probes import step_host_probe
+
+    name = "interp+bwd nearest (1, 3, 500, 400)->(256, 256) float32 contiguous_format"
+    argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--steps", "2", "--cases", name,
+            "--mode", "reduce-overhead"]
+    assert step_host_probe.main(argv) == 0
+    (record,) = json.loads((tmp_path / "step_host_probe-pr.json").read_text())
+    assert record["mode"] == "reduce-overhead"
+    top = record["compiled"]["top"]
+    assert len(top) == step_host_probe.TOP
+    own = [row["own_us"] for row in top]
+    assert own == sorted(own, reverse=True) and own[0] > 0
+    assert all(row["calls"] > 0 for row in top)
+    assert "top" not in record["empty"]
+    assert isinstance(record["counters"], dict)
