@@ -131,7 +131,7 @@ def to_row(measurement, payload: dict) -> Row:
     row.torch_version = payload.get("torch_version")
     row.device = payload.get("device")
     row.dynamic = payload.get("dynamic")
-    row.step_overhead_us = payload.get("compiled_step_overhead_us")
+    row.step_overhead_us = (payload.get("step_overhead_us") or {}).get(row.key, payload.get("compiled_step_overhead_us"))
     return row
 
 
@@ -173,7 +173,9 @@ def merge_runs(paths: list, path) -> dict:
     roofline, compile time, page faults and kernel time; its spread spans every run's medians
     (and their repeats). A mismatch or error in any run is kept; ``shard`` is the runs' where they
     ran one shard (the processes of a ``--shard I/N`` run). The empty-call overheads are the
-    runs' lowest, like the columns. ``processes`` is how many runs timed a column, the most common
+    runs' lowest, like the columns; ``step_overhead_us`` keeps, per column, the empty compiled step of
+    the run that timed it, against which the tables judge whether a training step is host-bound
+    (shards' processes meet different host spells). ``processes`` is how many runs timed a column, the most common
     count (every run times the empty-call rows, only some a reduce-overhead column); ``shards``
     the number of distinct shards; ``cases_left`` the runs' unstarted cases, summed. A process's
     state can decide a CPU row: the same kernel timed
@@ -202,6 +204,9 @@ def merge_runs(paths: list, path) -> dict:
     def from_best(name: str) -> dict:
         return {key: payload[name][key] for key, (_, _, payload) in best.items() if key in (payload.get(name) or {})}
 
+    def own_step(key: Key, payload: dict):
+        return (payload.get("step_overhead_us") or {}).get(key, payload.get("compiled_step_overhead_us"))
+
     def lowest(name: str):
         values = [p[name] for p in payloads if p.get(name) is not None]
         return min(values) if values else None
@@ -220,6 +225,8 @@ def merge_runs(paths: list, path) -> dict:
         "errors": [e for p in payloads for e in p.get("errors") or []],
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),
         "compiled_step_overhead_us": lowest("compiled_step_overhead_us"),
+        "step_overhead_us": {key: own_step(key, payload) for key, (_, _, payload) in best.items()
+                             if own_step(key, payload) is not None},
         "processes": Counter(timed.values()).most_common(1)[0][0] if timed else 0,
         "cases_left": sum(p.get("cases_left") or 0 for p in payloads),
     }

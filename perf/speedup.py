@@ -7,8 +7,8 @@ Each ``--compare "A;B[;name]"`` (repeatable) names two columns by regular
 expression (matched against the whole description) within the same row
 (same label and sub_label); the speed-up is time(B) / time(A), so > 1 means
 A is faster. Rows whose eager time is below 100 us get the note ``host-bound``; fwd+bwd rows
-also where it is below the empty compiled fwd+bwd step of the pickles (``compiled_step_overhead_us``,
-see ``host_bound_seconds``). A summary closes the tables: per compare, the rows at or ahead and
+also where it is below the empty compiled fwd+bwd step of the runs that timed the row's columns
+(``compiled_step_overhead_us``, per column in a merged pickle; see ``host_bound_seconds``). A summary closes the tables: per compare, the rows at or ahead and
 each row behind. Refuses to overwrite an existing OUT.md.
 """
 
@@ -96,20 +96,23 @@ def _match_one(pattern: str, rows: Sequence[Row]) -> Row | None:
 
 
 def host_bound_seconds(label: str, rows: Sequence[Row]) -> float:
-    """The eager time below which a row of ``label`` is host-bound, given all the rows compared
-    (each carries its run's ``compiled_step_overhead_us``): 100 us, or for a fwd+bwd label the
-    largest empty compiled fwd+bwd step of those runs where that is longer."""
+    """The eager time below which a row of ``label`` is host-bound, given its columns ``rows``
+    (each carries the empty compiled step of the run that timed it, ``Row.step_overhead_us``):
+    100 us, or for a fwd+bwd label the largest of those empty compiled fwd+bwd steps where that
+    is longer."""
     steps = [r.step_overhead_us for r in rows if r.step_overhead_us is not None]
     return host_bound_threshold(is_training_step(label), max(steps) * 1e-6 if steps else None)
 
 
-def host_bound_note(seconds: float) -> str:
-    """The sentence under a table that says what ``host-bound`` means there (``seconds``: the
-    threshold of its rows)."""
+def host_bound_note(thresholds: Sequence[float]) -> str:
+    """The sentence under a table that says what ``host-bound`` means there (``thresholds``: its
+    rows' thresholds, which differ where its rows come from several runs, e.g. merged shards)."""
     note = f"{HOST_BOUND_MARK}: an eager time of the row (of any pickle) is below {HOST_BOUND_SECONDS * 1e6:.0f} us"
-    if seconds > HOST_BOUND_SECONDS:
-        note += (f", or for fwd+bwd rows below the empty compiled step ({seconds * 1e6:.0f} us, the Compiled "
-                 "call overhead fwd+bwd row; the largest of the pickles)")
+    steps = sorted({round(t * 1e6) for t in thresholds if t > HOST_BOUND_SECONDS})
+    if steps:
+        value = f"{steps[0]} us" if len(steps) == 1 else f"{steps[0]}-{steps[-1]} us by row"
+        note += (f", or for fwd+bwd rows below the empty compiled step ({value}, the Compiled call overhead "
+                 "fwd+bwd row; the largest of the runs that timed the row's columns)")
     return note + ", where the host cost of a compiled call (the Compiled call overhead rows) decides."
 
 
@@ -118,10 +121,9 @@ def compute_speedups(rows: Sequence[Row], specs: Sequence[Spec]) -> list[Speedup
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((row.label, row.sub_label), []).append(row)
-    thresholds = {label: host_bound_seconds(label, rows) for label, _ in groups}
     result = []
     for (label, sub_label), group in groups.items():
-        out = SpeedupRow(label, sub_label, host_bound_seconds=thresholds[label])
+        out = SpeedupRow(label, sub_label, host_bound_seconds=host_bound_seconds(label, group))
         out.host_bound = any(r.description.startswith("Eager") and r.median < out.host_bound_seconds
                              for r in group)
         for spec in specs:
@@ -157,7 +159,7 @@ def render_label(label: str, rows: Sequence[SpeedupRow], spec_names: Sequence[st
         header.append("note")
         for r, cells in zip(rows, body):
             cells.append(HOST_BOUND_MARK if r.host_bound else "")
-        note += " " + host_bound_note(max(r.host_bound_seconds for r in rows))  # one per label
+        note += " " + host_bound_note([r.host_bound_seconds for r in rows])  # one per label
     return f"### {label}\n\n" + markdown_table(header, body) + f"\n{note}\n"
 
 

@@ -82,10 +82,11 @@ def _inductor_counters() -> dict:
 def measure(name: str, work, device: str, rounds: int, steps: int, mode: str | None = None) -> dict:
     import torch
 
-    from perf.bench import compare_results, empty_step_workload
+    from perf.bench import call_overhead_workload, compare_results, empty_step_workload
 
     torch._dynamo.reset()
-    empty = empty_step_workload(device)
+    # a forward row's empty column is the empty compiled call
+    empty = (empty_step_workload if work.wrt else call_overhead_workload)(device)
     options = {"dynamic": True, "mode": mode}
     calls = {  # each column's step, called with its arguments
         "eager": partial(work.runner(work.forward), *work.args),

@@ -299,6 +299,41 @@ def test_merged_runs_keep_each_columns_lowest_median(tmp_path):
     assert "processes 2" in results_table.render([run])
 
 
+def test_merged_shards_judge_each_step_by_the_empty_step_of_its_own_runs(tmp_path):
+    """Shards meet different host spells: a training step is host-bound against the empty
+    compiled step of the processes that timed it, not another shard's, and the note names the
+    thresholds' range."""
+    step = "Interpolate fwd+bwd, cuda"
+    paths = {tag: [] for tag in ("PR", "Nightly")}
+    # shard 1's empty step 200 us, shard 2's 300 us; each shard times one step whose eager takes 250 us
+    for shard, (sub, step_us) in enumerate(((SUB_F32, 200.0), (SUB_2D, 300.0)), start=1):
+        for tag in paths:
+            rows = [measurement(step, sub, f"{kind} (2.11.0) {tag}", seconds)
+                    for kind, seconds in (("Eager", 250e-6), ("Compiled", 240e-6))]
+            paths[tag].append(tmp_path / f"shard{shard}-{tag}.pkl")
+            save_run(paths[tag][-1], rows, tag=tag, shard=(shard, 2), compiled_call_overhead_us=40.0,
+                     compiled_step_overhead_us=step_us + (10.0 if tag == "Nightly" else 0.0))
+    merged = [tmp_path / f"{tag}.pkl" for tag in paths]
+    for tag, path in zip(paths, merged):
+        merge_runs(paths[tag], path)
+    runs = [load_run(path) for path in merged]
+    assert runs[0].extra["compiled_step_overhead_us"] == 200.0  # the runs' lowest, as before
+    assert {r.sub_label: r.step_overhead_us for r in runs[0].rows} == {SUB_F32: 200.0, SUB_2D: 300.0}
+    by_row = {r.sub_label: r for r in compute_speedups(results_table.merged_rows(runs),
+                                                      [Spec.parse(speedup.PR_VS_NIGHTLY)])}
+    assert by_row[SUB_F32].host_bound_seconds == pytest.approx(210e-6)  # its runs' largest: Nightly's
+    assert not by_row[SUB_F32].host_bound
+    assert by_row[SUB_2D].host_bound_seconds == pytest.approx(310e-6) and by_row[SUB_2D].host_bound
+
+    out = tmp_path / "speedup.md"
+    assert speedup.main([str(out), *map(str, merged), "--compare", speedup.PR_VS_NIGHTLY]) == 0
+    assert "below the empty compiled step (210-310 us by row," in out.read_text()
+    # merged again (e.g. with a later run), each column keeps its own run's empty step
+    again = tmp_path / "again-PR.pkl"
+    merge_runs([merged[0]], again)
+    assert {r.sub_label: r.step_overhead_us for r in load_run(again).rows} == {SUB_F32: 200.0, SUB_2D: 300.0}
+
+
 def test_merged_runs_say_how_many_cpus_their_processes_ran_on(tmp_path):
     """``cpus``: each process's count, one number where they agree, else the range; in the Runs
     section."""
