@@ -7,7 +7,8 @@ Usage: ``python -m perf.probes.step_host_probe OUT_DIR [--stock] [--device cuda|
 For harness training steps (``CASES``, case names of ``perf.cases.make_cases``, ``dynamic=True``),
 built as the harness builds them (forward, then ``torch.autograd.grad`` with a fixed grad_output):
 eager's step, the compiled step and the empty compiled step (``x * 2`` on 8 elements, the
-harness's ``Compiled call overhead`` step), in ``R`` interleaved rounds: us per step back to back,
+harness's ``Compiled call overhead`` step; for a forward case the empty call ``x + 1``), in ``R``
+interleaved rounds: us per step back to back,
 Python function calls per step (``cProfile``, a count that the host's load does not move), and on
 CUDA the kernels per step and their time (profiler). ``--mode`` compiles both compiled steps in
 that ``torch.compile`` mode; the compiled step's record then also names its functions of most own

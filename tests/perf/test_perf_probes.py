@@ -387,16 +387,20 @@ def test_step_host_probe_times_a_harness_step_against_the_empty_step(tmp_path):
 
 def test_step_host_probe_names_the_hot_functions_of_a_step_compiled_in_a_mode(tmp_path):
     """With ``--mode``, the compiled step compiles in that mode, and its record names the functions
-    of most own time per step, heaviest first."""
+    of most own time per step, heaviest first; a forward case is measured against the empty
+    compiled call, which runs less Python than the empty step."""
     import json
 
     from perf.probes import step_host_probe
 
     name = "interp+bwd nearest (1, 3, 500, 400)->(256, 256) float32 contiguous_format"
-    argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--steps", "2", "--cases", name,
+    forward = "interp nearest (1, 3, 500, 400)->(256, 256) float32 contiguous_format"
+    argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--steps", "2", "--cases", name, forward,
             "--mode", "reduce-overhead"]
     assert step_host_probe.main(argv) == 0
-    (record,) = json.loads((tmp_path / "step_host_probe-pr.json").read_text())
+    record, forward_record = json.loads((tmp_path / "step_host_probe-pr.json").read_text())
+    assert forward_record["case"] == forward
+    assert forward_record["empty"]["python_calls"] < record["empty"]["python_calls"]
     assert record["mode"] == "reduce-overhead"
     top = record["compiled"]["top"]
     assert len(top) == step_host_probe.TOP
