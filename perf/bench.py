@@ -355,6 +355,14 @@ class _Columns:
                 self.faults.setdefault(kind, []).append((_minor_faults() - before) / calls_of(self.rounds[kind][-1]))
             turns.TURNS.pass_turn()  # with --lockstep: the partner tag's process times its column now
 
+    def add_kernel_times(self) -> None:
+        """Each column's GPU kernel time per call (``kernel_us``), into the result."""
+        for kind, fn in self.columns.items():
+            try:
+                self.result.kernel_us[self.description(kind)] = kernel_us(lambda fn=fn: fn(*self.work.args))
+            except Exception as e:  # a profiler that cannot run costs the cell its kernel time only
+                print(f"no kernel time for {kind} ({self.sub_label}): {type(e).__name__}: {e}", flush=True)
+
     def finish(self) -> CaseResult:
         """The result: per column the round with the lowest median, and the spread of all."""
         result = self.result
@@ -393,11 +401,7 @@ def time_workload(work: Workload, label: str, sub_label: str, dtype: str, device
     result.reduce_overhead = wants_reduce_overhead(device, eager_seconds, host_bound_seconds, work.host_heavy)
     result.host_bound = eager_seconds < host_bound_seconds
     if device == "cuda" and kernels:  # a row whose kernels are shorter than its call is decided by the host
-        for kind, fn in columns.columns.items():
-            try:
-                result.kernel_us[columns.description(kind)] = kernel_us(lambda fn=fn: fn(*work.args))
-            except Exception as e:  # a profiler that cannot run costs the cell its kernel time only
-                print(f"no kernel time for {kind} ({sub_label}): {type(e).__name__}: {e}", flush=True)
+        columns.add_kernel_times()
         result.host_decided = host_decided(result, columns.description("Compiled"))
     return result
 
@@ -416,13 +420,18 @@ def host_decided(result: CaseResult, compiled: str) -> bool:
 def time_reduce_overhead(work: Workload, label: str, sub_label: str, dtype: str, device: str, tag: str, *,
                          dynamic: bool, num_threads: int, min_run_time: float, repeat: int = 1) -> CaseResult:
     """The ``mode="reduce-overhead"`` column of a row that ``time_workload`` found host-bound,
-    compiled, checked against eager and timed in ``repeat`` rounds like the others."""
+    compiled, checked against eager and timed in ``repeat`` rounds like the others, with its
+    kernel time: the replayed graphs' kernels, the copies of the inputs into the graphs' buffers
+    among them, so that a reader sees whether the device or the host decides the column."""
     torch._dynamo.reset()
     columns = _Columns(work, label, sub_label, dtype, device, tag, num_threads)
     columns.add_compiled(REDUCE_OVERHEAD, dynamic, mode="reduce-overhead")
     for _ in range(repeat):
         columns.time_round(min_run_time)
-    return columns.finish()
+    result = columns.finish()
+    if device == "cuda":
+        columns.add_kernel_times()
+    return result
 
 
 def run_case(case: Case, tag: str, *, dynamic: bool, num_threads: int, min_run_time: float,
