@@ -60,9 +60,12 @@ ERROR_CHARS = 500
 # rounds, back to back, fall in one spell; a late round, a whole run of cases later, in another.
 LATE_ROUNDS = 1
 # A row's late rounds, or its reduce-overhead column, take about this share of the time its case
-# took: one H200 run of 24 training steps, both tags taking turns, 11.3 s per case and 5.0 s per
-# such column (2026-11-30). Under a time limit the cases stop early enough to leave it.
-TAIL_SHARE = 0.5
+# took. On an H200 with both tags taking turns: 24 training steps, 11.3 s per case and 5.0 s per
+# such column (0.44); a sixteenth of the matrix (8fedd9d, shard 2, Nightly), its host-decided
+# cases 6.4 s each and 13 such columns in the 40-51 s its time limit left, 3.1-3.9 s each
+# (0.48-0.61). Under a time limit the cases stop early enough to leave it (the overhead rows'
+# columns included); each tail line prints its column's seconds.
+TAIL_SHARE = 0.6
 
 
 def parse_bool(text: str) -> bool:
@@ -261,7 +264,7 @@ class Collected:
     # rows whose late rounds are still to time (CaseResult.late_rounds): (name, a function that times them,
     # what merges their result: merge_late_rounds, or the overhead rows' own)
     late_rounds_left: list = field(default_factory=list)
-    # seconds that run_cases expects those columns of its cases to take (TAIL_SHARE of each case's time)
+    # seconds that those columns are expected to take (TAIL_SHARE of the time of each row that queued one)
     tail_seconds: float = 0.0
 
     def add(self, result) -> None:
@@ -348,13 +351,17 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
     options = dict(dynamic=args.dynamic, num_threads=args.num_threads, min_run_time=min_run_time, repeat=args.repeat)
     for sub_label, measure, add, merge_late in rows:
         name = f"{bench.OVERHEAD_LABEL} ({sub_label})"
+        row_start = time.perf_counter()
         result, summary = _record(name, partial(measure, device, args.tag, **options), collected, device, add)
+        column_seconds = TAIL_SHARE * (time.perf_counter() - row_start)  # a later column of this row
         if result is not None and result.reduce_overhead:
             collected.reduce_overhead_left.append(
                 (name, partial(bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)))
+            collected.tail_seconds += column_seconds
         if result is not None and result.late_rounds and args.late_rounds:
             late = dict(options, repeat=args.late_rounds, kernels=False)
             collected.late_rounds_left.append((name, partial(measure, device, args.tag, **late), merge_late))
+            collected.tail_seconds += column_seconds
         print(f"{name}: {summary}", flush=True)
 
 
@@ -440,9 +447,10 @@ def run_late_rounds(collected: Collected, device: str, save=lambda collected: No
             print(f"Time limit: {len(left)} rows' late rounds not timed", flush=True)
             break
         left.pop(0)
+        column_start = time.perf_counter()
         _, summary = _record(f"{name} (late rounds)", measure, collected, device, merge)
         save(collected)
-        print(f"[late rounds {i}/{total}] {name} | {summary}", flush=True)
+        print(f"[late rounds {i}/{total}] {name} {time.perf_counter() - column_start:.1f}s | {summary}", flush=True)
     return collected
 
 
@@ -459,9 +467,11 @@ def run_reduce_overhead(collected: Collected, device: str, save=lambda collected
             print(f"Time limit: {len(left)} reduce-overhead columns not timed", flush=True)
             break
         left.pop(0)
+        column_start = time.perf_counter()
         _, summary = _record(f"{name} (reduce-overhead)", measure, collected, device)
         save(collected)
-        print(f"[reduce-overhead {i}/{total}] {name} | {summary}", flush=True)
+        print(f"[reduce-overhead {i}/{total}] {name} {time.perf_counter() - column_start:.1f}s | {summary}",
+              flush=True)
     return collected
 
 

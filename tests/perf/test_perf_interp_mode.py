@@ -535,8 +535,8 @@ def test_run_cases_keeps_time_for_the_columns_after_the_cases(monkeypatch):
     queues.append(True)
     now[0] = 0.0
     collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
-    # 2 x 0.5 x 10 s kept: case 2 starts at 10 (10 + 10 < 25), case 3 not at 20 (20 + 10 >= 25)
-    assert interp_mode.TAIL_SHARE == 0.5 and collected.tail_seconds == 10.0
+    # 2 x 0.6 x 10 s kept: case 2 starts at 10 (10 + 12 < 25), case 3 not at 20 (20 + 12 >= 25)
+    assert interp_mode.TAIL_SHARE == 0.6 and collected.tail_seconds == pytest.approx(12.0)
     assert ran == cases[:2] and collected.cases_left == 2
     assert len(collected.late_rounds_left) == 1 and len(collected.reduce_overhead_left) == 1
 
@@ -643,6 +643,29 @@ def test_the_step_overhead_row_is_measured_only_with_backward(monkeypatch, capsy
     interp_mode.measure_overheads(args, "cpu", 0.01, collected)
     assert collected.compiled_step_overhead_us is None and collected.step_overhead_seconds() is None
     assert collected.errors == [f"Compiled call overhead ({bench.STEP_OVERHEAD_SUB_LABEL}): RuntimeError: no compiler"]
+
+
+def test_the_overhead_rows_keep_time_for_their_later_columns(monkeypatch):
+    """The overhead rows' late rounds and reduce-overhead columns come after the cases too: each
+    queued one keeps ``TAIL_SHARE`` of its row's time, as a case's does."""
+    from perf import bench
+
+    now = [0.0]
+    monkeypatch.setattr(interp_mode.time, "perf_counter", lambda: now[0])
+
+    def measure(device, tag, **kwargs):
+        now[0] += 5.0  # each overhead row takes 5 s
+        return bench.CaseResult([_measurement(1e-6, "Eager (x) PR"), _measurement(40e-6)],
+                                reduce_overhead=device == "cuda", host_bound=True)
+
+    monkeypatch.setattr(bench, "measure_call_overhead", measure)
+    monkeypatch.setattr(bench, "measure_step_overhead", measure)
+    for device, late_rounds, columns in (("cuda", 1, 4), ("cuda", 0, 2), ("cpu", 1, 2)):
+        args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, backward=True, late_rounds=late_rounds)
+        collected = interp_mode.Collected()
+        interp_mode.measure_overheads(args, device, 0.01, collected)
+        assert len(collected.late_rounds_left) + len(collected.reduce_overhead_left) == columns
+        assert collected.tail_seconds == pytest.approx(columns * interp_mode.TAIL_SHARE * 5.0)
 
 
 def test_processes_alternate_the_tags_and_merge_each_tags_runs(monkeypatch, tmp_path):
