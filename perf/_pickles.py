@@ -114,6 +114,12 @@ def _task_field(measurement, name: str) -> str:
     return "" if value is None else str(value)
 
 
+def step_overhead_us(payload: dict, key: Key) -> float | None:
+    """The empty compiled step of the run that timed column ``key``: a merged pickle's own value
+    for it (``step_overhead_us``), else the run's ``compiled_step_overhead_us``."""
+    return (payload.get("step_overhead_us") or {}).get(key, payload.get("compiled_step_overhead_us"))
+
+
 def to_row(measurement, payload: dict) -> Row:
     row = Row(
         label=_task_field(measurement, "label"),
@@ -131,7 +137,7 @@ def to_row(measurement, payload: dict) -> Row:
     row.torch_version = payload.get("torch_version")
     row.device = payload.get("device")
     row.dynamic = payload.get("dynamic")
-    row.step_overhead_us = (payload.get("step_overhead_us") or {}).get(row.key, payload.get("compiled_step_overhead_us"))
+    row.step_overhead_us = step_overhead_us(payload, row.key)
     return row
 
 
@@ -204,9 +210,6 @@ def merge_runs(paths: list, path) -> dict:
     def from_best(name: str) -> dict:
         return {key: payload[name][key] for key, (_, _, payload) in best.items() if key in (payload.get(name) or {})}
 
-    def own_step(key: Key, payload: dict):
-        return (payload.get("step_overhead_us") or {}).get(key, payload.get("compiled_step_overhead_us"))
-
     def lowest(name: str):
         values = [p[name] for p in payloads if p.get(name) is not None]
         return min(values) if values else None
@@ -225,8 +228,8 @@ def merge_runs(paths: list, path) -> dict:
         "errors": [e for p in payloads for e in p.get("errors") or []],
         "compiled_call_overhead_us": lowest("compiled_call_overhead_us"),
         "compiled_step_overhead_us": lowest("compiled_step_overhead_us"),
-        "step_overhead_us": {key: own_step(key, payload) for key, (_, _, payload) in best.items()
-                             if own_step(key, payload) is not None},
+        "step_overhead_us": {key: step for key, (_, _, payload) in best.items()
+                             if (step := step_overhead_us(payload, key)) is not None},
         "processes": Counter(timed.values()).most_common(1)[0][0] if timed else 0,
         "cases_left": sum(p.get("cases_left") or 0 for p in payloads),
     }

@@ -267,6 +267,12 @@ class Collected:
     # seconds that those columns are expected to take (TAIL_SHARE of the time of each row that queued one)
     tail_seconds: float = 0.0
 
+    def queue_later(self, left: list, entry: tuple, row_seconds: float) -> None:
+        """Queue a row's late rounds or reduce-overhead column (``entry`` on ``left``), timed after
+        the process's last case, and keep ``TAIL_SHARE`` of the row's time (``row_seconds``) for it."""
+        left.append(entry)
+        self.tail_seconds += TAIL_SHARE * row_seconds
+
     def add(self, result) -> None:
         self.test_results += result.measurements
         for m in result.measurements:
@@ -353,15 +359,14 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
         name = f"{bench.OVERHEAD_LABEL} ({sub_label})"
         row_start = time.perf_counter()
         result, summary = _record(name, partial(measure, device, args.tag, **options), collected, device, add)
-        column_seconds = TAIL_SHARE * (time.perf_counter() - row_start)  # a later column of this row
+        row_seconds = time.perf_counter() - row_start
         if result is not None and result.reduce_overhead:
-            collected.reduce_overhead_left.append(
-                (name, partial(bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)))
-            collected.tail_seconds += column_seconds
+            collected.queue_later(collected.reduce_overhead_left, (name, partial(
+                bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)), row_seconds)
         if result is not None and result.late_rounds and args.late_rounds:
             late = dict(options, repeat=args.late_rounds, kernels=False)
-            collected.late_rounds_left.append((name, partial(measure, device, args.tag, **late), merge_late))
-            collected.tail_seconds += column_seconds
+            collected.queue_later(collected.late_rounds_left,
+                                  (name, partial(measure, device, args.tag, **late), merge_late), row_seconds)
         print(f"{name}: {summary}", flush=True)
 
 
@@ -415,19 +420,18 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
             bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
             min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
             step_overhead_seconds=step_overhead_seconds), collected, device)
-        column_seconds = TAIL_SHARE * (time.perf_counter() - case_start)  # a later column of this row
+        case_seconds = time.perf_counter() - case_start
         if result is not None and result.reduce_overhead:
-            collected.reduce_overhead_left.append((case.name, partial(
+            collected.queue_later(collected.reduce_overhead_left, (case.name, partial(
                 bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
                 num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,
-                repeat=args.repeat)))
-            collected.tail_seconds += column_seconds
+                repeat=args.repeat)), case_seconds)
         if result is not None and result.late_rounds and args.late_rounds:
-            collected.late_rounds_left.append((case.name, partial(
+            collected.queue_later(collected.late_rounds_left, (case.name, partial(
                 bench.run_case, case, args.tag, dynamic=args.dynamic, num_threads=args.num_threads,
                 min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.late_rounds,
-                step_overhead_seconds=step_overhead_seconds, kernels=False), collected.merge_late_rounds))
-            collected.tail_seconds += column_seconds
+                step_overhead_seconds=step_overhead_seconds, kernels=False), collected.merge_late_rounds),
+                case_seconds)
         save(collected)
         print(progress_line(i, len(cases), case.name, start, summary), flush=True)
     return collected
