@@ -10,7 +10,7 @@ eager's step, the compiled step and the empty compiled step (``x * 2`` on 8 elem
 harness's ``Compiled call overhead`` step; for a forward case the empty call ``x + 1``), in ``R``
 interleaved rounds: us per step back to back,
 Python function calls per step (``cProfile``, a count that the host's load does not move), and on
-CUDA the kernels per step and their time (profiler). ``--mode`` compiles both compiled steps in
+CUDA the kernels per step, their time and the heaviest by name (profiler). ``--mode`` compiles both compiled steps in
 that ``torch.compile`` mode; the compiled step's record then also names its functions of most own
 time per step (``top``) and Inductor's counters that its calls moved (``counters``: CUDA graph
 skips and re-recordings show there). One tag per process and no switch of the
@@ -50,10 +50,11 @@ def workloads(names, device: str) -> list:
     return [(name, build_workload(cases[name])) for name in names]
 
 
-def _kernels(step, device: str) -> tuple[float | None, float | None]:
-    """Kernels per step and their us, from one profiler pass over 10 steps; None off CUDA."""
+def _kernels(step, device: str) -> tuple[float | None, float | None, list | None]:
+    """Kernels per step, their us and the heaviest by name (``kernel_table``), from one profiler
+    pass over 10 steps; None off CUDA."""
     if device != "cuda":
-        return None, None
+        return None, None, None
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -62,8 +63,21 @@ def _kernels(step, device: str) -> tuple[float | None, float | None]:
         for _ in range(10):
             step()
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return len(kernels) / 10, sum(e.time_range.elapsed_us() for e in kernels) / 10
+    kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return len(kernels) / 10, sum(us for _, us in kernels) / 10, kernel_table(kernels, 10)
+
+
+def kernel_table(kernels, steps: int) -> list[dict]:
+    """The ``TOP`` kernel names of most time in ``kernels`` (``(name, us)`` over ``steps``
+    steps), per step: which kernels a step's device time goes to (a replayed CUDA graph's input
+    copies, a variant's launch or the dynamic kernel's)."""
+    table: dict[str, list] = {}
+    for name, us in kernels:
+        row = table.setdefault(name, [0, 0.0])
+        row[0] += 1
+        row[1] += us
+    rows = sorted(table.items(), key=lambda item: item[1][1], reverse=True)[:TOP]
+    return [{"kernel": name, "calls": count / steps, "us": us / steps} for name, (count, us) in rows]
 
 
 def _top(stats, calls: int) -> list[dict]:
@@ -88,7 +102,7 @@ def measure(name: str, work, device: str, rounds: int, steps: int, mode: str | N
     torch._dynamo.reset()
     # a forward row's empty column is the empty compiled call
     empty = (empty_step_workload if work.wrt else call_overhead_workload)(device)
-    options = {"dynamic": True, "mode": mode}
+    options = {"fullgraph": True, "dynamic": True, "mode": mode}  # as the harness compiles
     calls = {  # each column's step, called with its arguments
         "eager": partial(work.runner(work.forward), *work.args),
         "compiled": partial(work.runner(torch.compile(work.forward, **options)), *work.args),
@@ -107,12 +121,12 @@ def measure(name: str, work, device: str, rounds: int, steps: int, mode: str | N
             times[column].append(back_to_back_us(call, steps, device))
     record = {"case": name, "mode": mode}
     for column, call in calls.items():
-        kernels, kernel_us = _kernels(call, device)
+        kernels, kernel_us, by_name = _kernels(call, device)
         stats = profiled(call, 20, device=device)
         record[column] = {
             "us": statistics.median(times[column]), "us_min": min(times[column]),
             "python_calls": stats.total_calls / 20,
-            "kernels": kernels, "kernel_us": kernel_us,
+            "kernels": kernels, "kernel_us": kernel_us, "kernel_table": by_name,
         }
         if column == "compiled" and mode is not None:
             record[column]["top"] = _top(stats, 20)

@@ -377,12 +377,27 @@ def test_step_host_probe_times_a_harness_step_against_the_empty_step(tmp_path):
     assert record["case"] == name
     for column in ("eager", "compiled", "empty"):
         assert record[column]["us"] > 0 and record[column]["python_calls"] > 10
-        assert record[column]["kernels"] is None  # CUDA only
+        assert record[column]["kernels"] is None and record[column]["kernel_table"] is None  # CUDA only
     # a compiled step runs Dynamo, AOTAutograd and the autograd engine: more Python than eager's
     assert record["compiled"]["python_calls"] > record["eager"]["python_calls"]
     assert torch._inductor.config.fx_graph_cache == caching
     with pytest.raises(SystemExit, match="no case"):
         step_host_probe.main([str(tmp_path), "--device", "cpu", "--cases", "interp+bwd no such case"])
+
+
+def test_step_host_probe_tables_a_step_s_kernels_by_name_heaviest_first():
+    """Kernels of the same name are summed per step, the heaviest first, at most ``TOP`` names."""
+    from perf.probes import step_host_probe
+
+    kernels = [("copy", 10.0), ("gather", 3.0), ("copy", 12.0), ("gather", 4.0), ("memset", 30.0)]
+    assert step_host_probe.kernel_table(kernels, 2) == [
+        {"kernel": "memset", "calls": 0.5, "us": 15.0},
+        {"kernel": "copy", "calls": 1.0, "us": 11.0},
+        {"kernel": "gather", "calls": 1.0, "us": 3.5},
+    ]
+    many = [(f"k{i}", float(i)) for i in range(step_host_probe.TOP + 3)]
+    table = step_host_probe.kernel_table(many, 1)
+    assert len(table) == step_host_probe.TOP and table[0]["kernel"] == f"k{step_host_probe.TOP + 2}"
 
 
 def test_step_host_probe_names_the_hot_functions_of_a_step_compiled_in_a_mode(tmp_path):
