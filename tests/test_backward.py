@@ -216,9 +216,10 @@ class TestBackward(TestCase):
         """``kernel_choice.positions_in_gather``: a downsample's window gather (one tap) over
         one or two dims reads each dim's window starts through ``decomps::gather_window_starts``,
         no table, with the same bits as the table's gather, eager's strides, and traced with
-        symbolic sizes; over three dims it keeps the table. Compiled (static and dynamic sizes)
-        its values are eager's (each a copy of one gradient element), and on CUDA the backward
-        is one kernel."""
+        symbolic sizes; over three dims it keeps the table, and over two static ones too (traced
+        with static sizes). Compiled (static and dynamic sizes) its values are eager's (each a
+        copy of one gradient element), and on CUDA the backward is one kernel, two with the
+        table."""
         from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 
         starts_op, table_op = index_tables.gather_window_starts, torch.ops.decomps.index_table.default
@@ -248,15 +249,26 @@ class TestBackward(TestCase):
                 self.assertEqual(counts[0], [1, 0], msg)
             else:  # the gather's dims, after index-free ones and short periods: the op or a table
                 self.assertEqual(counts[0][0] * counts[0][1], 0, msg)
-            self.assertTrue(torch.equal(forms[0], forms[1]), msg)
+            with generated_code(), mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here), \
+                    mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", here):
+                graph = make_fx(backward)(g, x)  # static sizes
+            forms.append(graph(g, x))
+            # both dims of the 2-d case downsample; the 3-d one gathers one dim after its short period
+            two_dims = rank == 2 and all(i != o for i, o in zip(isize, osize))
+            static_counts = [sum(n.target is t for n in graph.graph.nodes) for t in (starts_op, table_op)]
+            self.assertEqual(static_counts, [0, 1] if two_dims else counts[0], msg)
+            self.assertTrue(torch.equal(forms[0], forms[1]) and torch.equal(forms[0], forms[2]), msg)
             expected = op(g, osize, [2, 3] + isize)
             self.assertEqual(forms[0].stride(), expected.stride(), msg=msg)
+            self.assertEqual(forms[2].stride(), expected.stride(), msg=msg)
             assert_grad_close(self, forms[0], expected, gradient_tolerance(g, lambda t: op(t, osize, [2, 3] + isize)), msg)
 
         with mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here):
             eligible = torch.empty(1, device=device)
             self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims) for dims in (1, 2, 3)],
                              [True, True, False])
+            self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims, static=True) for dims in (1, 2)],
+                             [True, False])
             self.assertFalse(kernel_choice.positions_in_gather(eligible, 2, 1))
 
         compiled = [  # (case, mode, channels_last, dynamic)
@@ -286,7 +298,8 @@ class TestBackward(TestCase):
             self.assertNotIn("decomps.gather_window_starts", code, msg)
             if torch.device(device).type == "cuda":
                 (backward_code,) = [c for c in codes if "_backward']" in c.partition("\n")[0]]
-                self.assertEqual(backward_code.count(".run("), 1, msg)
+                table = not dynamic and all(i != o for i, o in zip(isize, osize))
+                self.assertEqual(backward_code.count(".run("), 2 if table else 1, msg)
 
     def test_grad_input_overload(self, device):
         g = torch.randn(2, 3, 10, 12, device=device)
