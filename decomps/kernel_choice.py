@@ -218,26 +218,26 @@ def window_table(grad_output: Tensor, moving_dims: int) -> bool:
     return moving_dims > 1 and _eligible(grad_output, WINDOW_TABLE_DEVICES, layouts=None)
 
 
-def positions_in_gather(grad_output: Tensor, taps: int, dims: int, static: bool = False) -> bool:
+def positions_in_gather(grad_output: Tensor, taps: int, dims: int, static: bool = False, exact: bool = False) -> bool:
     """Whether a backward window gather of ``taps`` taps over ``dims`` dims computes its window
     starts in the gather (``index_tables.gather_window_starts``) rather than reading a window
     table: one tap (every window holds at most one output), at most
-    ``POSITIONS_IN_GATHER_MAX_DIMS`` dims, and over two dims only where some size is symbolic
-    (``static``: every gathered dim's sizes are static); on a device of
-    ``POSITIONS_IN_GATHER_DEVICES``, not while exporting. The table costs a kernel and an
-    allocation per call, which host-bound training steps pay in full (docs/findings.md, finding
-    8). Each dim's starts are computed at both ends of its window (about 25 ops each for
-    nearest-exact's float64 rule) at every grad_input element. With symbolic sizes the gather's
-    kernels took the table's time within 8 us (H200, nine (N,3,2345,2456)->(1234,1345) steps);
-    with static sizes over two dims they took up to twice its time ((4,3,2345,2456)->(1234,1345)
-    steps, nearest-exact 272-304 us against 124-151 with the table, nearest 145-173 against
-    123-151), so static sizes keep the table there. A three-dim nearest-exact gather took two
-    buffers where one- and two-dim ones took one (CPU, with CUDA's window rule), so three dims
-    keep it too."""
+    ``POSITIONS_IN_GATHER_MAX_DIMS`` dims, and over two dims only for nearest's rule with some
+    size symbolic (``static``: every gathered dim's sizes are static; ``exact``: nearest-exact's
+    rule); on a device of ``POSITIONS_IN_GATHER_DEVICES``, not while exporting. The table costs a
+    kernel and an allocation per call, which host-bound training steps pay in full (docs/findings.md,
+    finding 8). The starts are computed at both ends of each dim's window at every grad_input
+    element. Over two dims (H200, (4,3,2345,2456)->(1234,1345) steps, backward kernels, table /
+    starts): with symbolic sizes nearest's took 105.1 / 100.5 us (bf16) and nearest-exact's, whose
+    starts are float64 products, 87.1-104.9 / 107.2-241.4 (f32 and bf16, both layouts); with
+    static sizes the steps' kernels took up to twice the table's time
+    (nearest 123-151 against 145-173, nearest-exact 124-151 against 272-304). A three-dim
+    nearest-exact gather took two buffers where one- and two-dim ones took one (CPU, with CUDA's
+    window rule), so three dims keep the table too."""
     return (
         taps == 1
         and dims <= POSITIONS_IN_GATHER_MAX_DIMS
-        and not (static and dims > 1)
+        and not ((static or exact) and dims > 1)
         and _eligible(grad_output, POSITIONS_IN_GATHER_DEVICES, layouts=None)
     )
 

@@ -214,12 +214,12 @@ class TestBackward(TestCase):
 
     def test_one_tap_gathers_compute_their_positions(self, device):
         """``kernel_choice.positions_in_gather``: a downsample's window gather (one tap) over
-        one or two dims reads each dim's window starts through ``decomps::gather_window_starts``,
-        no table, with the same bits as the table's gather, eager's strides, and traced with
-        symbolic sizes; over three dims it keeps the table, and over two static ones too (traced
-        with static sizes). Compiled (static and dynamic sizes) its values are eager's (each a
-        copy of one gradient element), and on CUDA the backward is one kernel, two with the
-        table."""
+        one dim, or two with nearest's rule, reads each dim's window starts through
+        ``decomps::gather_window_starts``, no table, with the same bits as the table's gather,
+        eager's strides, and traced with symbolic sizes; over three dims it keeps the table, over
+        two with nearest-exact's rule too, and over two static ones (traced with static sizes).
+        Compiled (static and dynamic sizes) its values are eager's (each a copy of one gradient
+        element), and on CUDA the backward is one kernel, two with the table."""
         from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 
         starts_op, table_op = index_tables.gather_window_starts, torch.ops.decomps.index_table.default
@@ -240,21 +240,22 @@ class TestBackward(TestCase):
             msg = f"{isize} -> {osize} channels_last={channels_last} exact {exact}"
             forms, counts = [], []
             for devices in (here, ()):
-                with generated_code(), mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", devices):
+                with generated_code(), mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", devices), \
+                        mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", here):
                     graph = make_fx(backward, tracing_mode="symbolic")(g, x)
                 forms.append(graph(g, x))
                 counts.append([sum(n.target is t for n in graph.graph.nodes) for t in (starts_op, table_op)])
             self.assertEqual(counts[1][0], 0, msg)
+            # both dims of the 2-d case downsample; the 3-d one gathers one dim after its short period
+            two_dims = rank == 2 and all(i != o for i, o in zip(isize, osize))
             if rank <= kernel_choice.POSITIONS_IN_GATHER_MAX_DIMS:
-                self.assertEqual(counts[0], [1, 0], msg)
+                self.assertEqual(counts[0], [0, 1] if two_dims and exact else [1, 0], msg)
             else:  # the gather's dims, after index-free ones and short periods: the op or a table
                 self.assertEqual(counts[0][0] * counts[0][1], 0, msg)
             with generated_code(), mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here), \
                     mock.patch.object(kernel_choice, "WINDOW_TABLE_DEVICES", here):
                 graph = make_fx(backward)(g, x)  # static sizes
             forms.append(graph(g, x))
-            # both dims of the 2-d case downsample; the 3-d one gathers one dim after its short period
-            two_dims = rank == 2 and all(i != o for i, o in zip(isize, osize))
             static_counts = [sum(n.target is t for n in graph.graph.nodes) for t in (starts_op, table_op)]
             self.assertEqual(static_counts, [0, 1] if two_dims else counts[0], msg)
             self.assertTrue(torch.equal(forms[0], forms[1]) and torch.equal(forms[0], forms[2]), msg)
@@ -269,11 +270,14 @@ class TestBackward(TestCase):
                              [True, True, False])
             self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims, static=True) for dims in (1, 2)],
                              [True, False])
+            self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims, exact=True) for dims in (1, 2)],
+                             [True, False])
             self.assertFalse(kernel_choice.positions_in_gather(eligible, 2, 1))
 
         compiled = [  # (case, mode, channels_last, dynamic)
             (cases[0], "nearest-exact", True, True), (cases[0], "nearest", False, False),
-            (cases[1], "nearest", False, True), (cases[3], "nearest-exact", True, True),
+            (cases[0], "nearest", True, True), (cases[1], "nearest", False, True),
+            (cases[3], "nearest-exact", True, True),
         ]
         for (isize, osize), mode, channels_last, dynamic in compiled:
             layout = memory_format_of(len(isize), channels_last)
@@ -298,7 +302,7 @@ class TestBackward(TestCase):
             self.assertNotIn("decomps.gather_window_starts", code, msg)
             if torch.device(device).type == "cuda":
                 (backward_code,) = [c for c in codes if "_backward']" in c.partition("\n")[0]]
-                table = not dynamic and all(i != o for i, o in zip(isize, osize))
+                table = all(i != o for i, o in zip(isize, osize)) and (not dynamic or mode == "nearest-exact")
                 self.assertEqual(backward_code.count(".run("), 2 if table else 1, msg)
 
     def test_grad_input_overload(self, device):
