@@ -60,6 +60,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="rounds of each row the host decides (host-bound, or CUDA kernels under half of the "
                              "call) timed again after a run's last case (its "
                              f"back-to-back rounds share one of the host's slow or fast spells; default {LATE_ROUNDS})")
+    parser.add_argument("--reduce-overhead", action=argparse.BooleanOptionalAction, default=True,
+                        help="on CUDA, a mode=\"reduce-overhead\" column for each host-bound row, timed after a "
+                             "run's last case (default); --no-reduce-overhead: none, e.g. again for rows behind "
+                             "whose run has those columns")
     parser.add_argument("--processes", type=positive_int, default=1,
                         help="runs per tag, a Nightly and a PR process per pair, each in a new process; "
                              "keeps each column's lowest median")
@@ -151,7 +155,7 @@ def child_command(tag: str, args: argparse.Namespace, pickle_name: str,
                f"--dynamic={args.dynamic}", f"--call-forms={args.call_forms}", f"--repeat={args.repeat}",
                f"--late-rounds={args.late_rounds}",
                f"--pickle-name={pickle_name}"]
-    command += ["--quick"] * args.quick + ["--backward"] * args.backward
+    command += ["--quick"] * args.quick + ["--backward"] * args.backward + ["--no-reduce-overhead"] * (not args.reduce_overhead)
     if args.min_run_time is not None:
         command.append(f"--min-run-time={args.min_run_time}")
     if args.filter:

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rounds of each row the host decides (host-bound, or CUDA kernels under half of the "
                              "call) timed again after the last case, its columns "
                              f"keeping their lowest median over all its rounds (default {LATE_ROUNDS})")
+    parser.add_argument("--reduce-overhead", action=argparse.BooleanOptionalAction, default=True,
+                        help="time a mode=\"reduce-overhead\" column of each host-bound row on CUDA after the "
+                             "last case (default); --no-reduce-overhead: none, e.g. for rows whose run has them")
     parser.add_argument("--pickle-name", default=None, help="file name of the pickle (default: timestamped)")
     parser.add_argument("--shard", type=parse_shard, default=None,
                         help="I/N: only the I-th of N shards of the cases (every N-th case from the I-th)")
@@ -360,7 +363,7 @@ def measure_overheads(args, device: str, min_run_time: float, collected: Collect
         row_start = time.perf_counter()
         result, summary = _record(name, partial(measure, device, args.tag, **options), collected, device, add)
         row_seconds = time.perf_counter() - row_start
-        if result is not None and result.reduce_overhead:
+        if result is not None and result.reduce_overhead and args.reduce_overhead:
             collected.queue_later(collected.reduce_overhead_left, (name, partial(
                 bench.measure_overhead_reduce_overhead, sub_label, device, args.tag, **options)), row_seconds)
         if result is not None and result.late_rounds and args.late_rounds:
@@ -421,7 +424,7 @@ def run_cases(cases, args, device: str, min_run_time: float, copy_gbps: float | 
             min_run_time=min_run_time, copy_gbps=copy_gbps, repeat=args.repeat,
             step_overhead_seconds=step_overhead_seconds), collected, device)
         case_seconds = time.perf_counter() - case_start
-        if result is not None and result.reduce_overhead:
+        if result is not None and result.reduce_overhead and args.reduce_overhead:
             collected.queue_later(collected.reduce_overhead_left, (case.name, partial(
                 bench.run_case_reduce_overhead, case, args.tag, dynamic=args.dynamic,
                 num_threads=args.num_threads, min_run_time=min_run_time, copy_gbps=copy_gbps,

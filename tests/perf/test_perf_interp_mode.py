@@ -527,7 +527,7 @@ def test_run_cases_keeps_time_for_the_columns_after_the_cases(monkeypatch):
                                 reduce_overhead=queue, host_bound=queue)
 
     monkeypatch.setattr(bench, "run_case", fake_run_case)
-    args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, late_rounds=1)
+    args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, late_rounds=1, reduce_overhead=True)
     # without such columns: case 3 starts at 20 (< 25), case 4 not at 30
     collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
     assert len(ran) == 3 and collected.cases_left == 1 and collected.tail_seconds == 0
@@ -539,6 +539,13 @@ def test_run_cases_keeps_time_for_the_columns_after_the_cases(monkeypatch):
     assert interp_mode.TAIL_SHARE == 0.6 and collected.tail_seconds == pytest.approx(12.0)
     assert ran == cases[:2] and collected.cases_left == 2
     assert len(collected.late_rounds_left) == 1 and len(collected.reduce_overhead_left) == 1
+    # --no-reduce-overhead: the late rounds alone, 0.6 x 10 s kept: case 3 starts at 20 (20 + 6 >= 25: not)
+    ran.clear()
+    now[0] = 0.0
+    args.reduce_overhead = False
+    collected = interp_mode.run_cases(cases, args, "cpu", 0.01, None, deadline=25.0)
+    assert collected.tail_seconds == pytest.approx(6.0) and ran == cases[:2]
+    assert len(collected.late_rounds_left) == 1 and collected.reduce_overhead_left == []
 
 
 def test_time_limit_shares_the_time_left_among_the_processes_left(monkeypatch, tmp_path):
@@ -660,11 +667,14 @@ def test_the_overhead_rows_keep_time_for_their_later_columns(monkeypatch):
 
     monkeypatch.setattr(bench, "measure_call_overhead", measure)
     monkeypatch.setattr(bench, "measure_step_overhead", measure)
-    for device, late_rounds, columns in (("cuda", 1, 4), ("cuda", 0, 2), ("cpu", 1, 2)):
-        args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, backward=True, late_rounds=late_rounds)
+    for device, late_rounds, reduce_overhead, columns in (("cuda", 1, True, 4), ("cuda", 0, True, 2),
+                                                          ("cuda", 1, False, 2), ("cpu", 1, True, 2)):
+        args = Namespace(tag="PR", dynamic=True, num_threads=1, repeat=1, backward=True, late_rounds=late_rounds,
+                         reduce_overhead=reduce_overhead)
         collected = interp_mode.Collected()
         interp_mode.measure_overheads(args, device, 0.01, collected)
         assert len(collected.late_rounds_left) + len(collected.reduce_overhead_left) == columns
+        assert reduce_overhead or collected.reduce_overhead_left == []
         assert collected.tail_seconds == pytest.approx(columns * interp_mode.TAIL_SHARE * 5.0)
 
 
@@ -1056,7 +1066,11 @@ def test_host_bound_rows_are_timed_again_after_the_last_case(monkeypatch, tmp_pa
         interp_mode.build_parser().parse_args(["out", "--tag=PR", "--late-rounds=-1"])
     assert interp_mode.build_parser().parse_args(["out", "--tag=PR"]).late_rounds == interp_mode.LATE_ROUNDS == 1
     command = orchestrator.child_command("PR", orchestrator.parse_args(["out", "--late-rounds=3"]), "p.pkl")
-    assert "--late-rounds=3" in command
+    assert "--late-rounds=3" in command and "--no-reduce-overhead" not in command
+    command = orchestrator.child_command("PR", orchestrator.parse_args(["out", "--no-reduce-overhead"]), "p.pkl")
+    assert "--no-reduce-overhead" in command
+    assert not interp_mode.build_parser().parse_args(command[3:]).reduce_overhead
+    assert interp_mode.build_parser().parse_args(["out", "--tag=PR"]).reduce_overhead
 
 def test_cuda_rows_whose_kernels_are_a_fraction_of_the_call_get_late_rounds(monkeypatch):
     """A CUDA row whose compiled kernels take under half of its compiled call is decided by the
