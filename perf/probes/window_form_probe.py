@@ -15,8 +15,8 @@ gathers one-tap windows over two dims, each compiled as the harness compiles it
 
 ``dynamic=True`` in each form, ``dynamic=False`` as chosen. Per column: the GPU kernels per step
 (profiler, 10 steps after 3) by name (``step_host_probe.kernel_table``; a ``_flat`` name is a size
-variant's flat kernel), and each variant choice's two times (us, tiled then flat,
-``benchmarker.benchmark_gpu``) with the one it kept. Each step's gradients are checked against
+variant's flat kernel), and each variant choice's two times (us, tiled then flat, as
+``size_variants._faster`` took them with ``benchmarker.benchmark_gpu``) with the one it kept. Each step's gradients are checked against
 eager's as the harness checks them. Writes ``OUT_DIR/window_form_probe.json`` and each column's
 generated modules to ``OUT_DIR/sources/``.
 """
@@ -55,10 +55,16 @@ def scope(form: str, picks: list):
             return launches[0]
         from torch._inductor.runtime.benchmarking import benchmarker
 
-        kept = chosen(launches, args, stream)
-        times = [benchmarker.benchmark_gpu(lambda run=launch.run: run(*args, stream=stream)) * 1e3
-                 for launch in launches]
-        picks.append({"us": times, "kept": launches.index(kept)})
+        times = []  # the times the choice itself takes (ms), one per launch
+        timed = benchmarker.benchmark_gpu
+
+        def recorded(fn, *rest, **kwargs):
+            times.append(timed(fn, *rest, **kwargs))
+            return times[-1]
+
+        with mock.patch.object(benchmarker, "benchmark_gpu", recorded):
+            kept = chosen(launches, args, stream)
+        picks.append({"us": [t * 1e3 for t in times], "kept": launches.index(kept)})
         return kept
 
     stack.enter_context(mock.patch.object(size_variants, "_faster", faster))

@@ -450,3 +450,28 @@ def test_window_form_probe_columns_force_the_form_and_the_variant():
                     assert size_variants._faster(["tiled", "flat"], (), None) == "tiled"
         with window_form_probe.scope("as chosen", []):
             assert kernel_choice.positions_in_gather(g, 1, 2) and not kernel_choice.positions_in_gather(g, 1, 2, exact=True)
+
+
+def test_window_form_probe_logs_the_times_the_variant_choice_took(monkeypatch):
+    """Outside ``tiled`` columns the size variants choose as installed (``size_variants._faster``),
+    and the probe records the times that choice took, in us, with the launch it kept."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    from lowerings import size_variants
+    from perf.probes import window_form_probe
+
+    class Launch:
+        def __init__(self, ms):
+            self.ms, self.runs = ms, 0
+
+        def run(self, *args, stream=None):
+            self.runs += 1
+            return self.ms
+
+    monkeypatch.setattr(benchmarker, "benchmark_gpu", lambda fn, *args, **kwargs: fn())
+    tiled, flat = Launch(0.25), Launch(0.125)
+    picks = []
+    with window_form_probe.scope("as chosen", picks):
+        assert size_variants._faster([tiled, flat], (), None) is flat
+    assert picks == [{"us": [250.0, 125.0], "kept": 1}]
+    assert tiled.runs == flat.runs == 2  # compiled once, timed once: no second timing
