@@ -143,8 +143,7 @@ def _gather_windows(g: Tensor, input_size, output_size, scales, rule, first, las
         _window_starts(input_size[2 + d], output_size[d], scales[d], rule, g.device, identity_if, len(output_size))
         for d in range(first, last + 1)
     ]
-    static = all(size_conditions.is_static(input_size[2 + d], output_size[d]) for d in range(first, last + 1))
-    if kernel_choice.positions_in_gather(g, math.prod(bounds), span, static, eager_rules.is_exact_rule(rule)):
+    if kernel_choice.positions_in_gather(g, math.prod(bounds), span):
         return index_tables.gather_window_starts(g, 2 + first, starts)
     # Per moving dim, (isize, bound): the output index of each window position, and the end of
     # its window.

@@ -166,11 +166,6 @@ def window_rule(device: torch.device, exact: bool) -> Rule | str:
     return "cuda-exact" if exact else "cuda"
 
 
-def is_exact_rule(rule: Rule | str) -> bool:
-    """Whether a ``window_rule`` is nearest-exact's."""
-    return rule.exact if isinstance(rule, Rule) else rule == "cuda-exact"
-
-
 # ---------------------------------------------------------------------------------------------
 # Scales
 

@@ -80,10 +80,10 @@ OWNER_TABLE_DEVICES = ("cpu", "cuda")
 # Device types whose window gathers over several dims read the window positions from one table.
 WINDOW_TABLE_DEVICES = ("cuda",)
 # Device types whose window gathers of one tap (downsampling) over at most
-# ``POSITIONS_IN_GATHER_MAX_DIMS`` dims compute each dim's window starts in the gather
+# ``POSITIONS_IN_GATHER_MAX_DIMS`` dims compute their window starts in the gather
 # (``index_tables.gather_window_starts``), with no table.
 POSITIONS_IN_GATHER_DEVICES = ("cuda",)
-POSITIONS_IN_GATHER_MAX_DIMS = 2
+POSITIONS_IN_GATHER_MAX_DIMS = 1
 # Device types whose package kernels launch with each call's sizes as constants
 # (``lowerings.size_variants``) where Inductor indexes them in 32 bits.
 SIZE_VARIANT_DEVICES = ("cuda",)
@@ -218,26 +218,21 @@ def window_table(grad_output: Tensor, moving_dims: int) -> bool:
     return moving_dims > 1 and _eligible(grad_output, WINDOW_TABLE_DEVICES, layouts=None)
 
 
-def positions_in_gather(grad_output: Tensor, taps: int, dims: int, static: bool = False, exact: bool = False) -> bool:
+def positions_in_gather(grad_output: Tensor, taps: int, dims: int) -> bool:
     """Whether a backward window gather of ``taps`` taps over ``dims`` dims computes its window
     starts in the gather (``index_tables.gather_window_starts``) rather than reading a window
-    table: one tap (every window holds at most one output), at most
-    ``POSITIONS_IN_GATHER_MAX_DIMS`` dims, and over two dims only for nearest's rule with some
-    size symbolic (``static``: every gathered dim's sizes are static; ``exact``: nearest-exact's
-    rule); on a device of ``POSITIONS_IN_GATHER_DEVICES``, not while exporting. The table costs a
-    kernel and an allocation per call, which host-bound training steps pay in full (docs/findings.md,
-    finding 8). The starts are computed at both ends of each dim's window at every grad_input
-    element. Over two dims (H200, (4,3,2345,2456)->(1234,1345) steps, backward kernels, table /
-    starts): with symbolic sizes nearest's took 105.1 / 100.5 us (bf16) and nearest-exact's, whose
-    starts are float64 products, 87.1-104.9 / 107.2-241.4 (f32 and bf16, both layouts); with
-    static sizes the steps' kernels took up to twice the table's time
-    (nearest 123-151 against 145-173, nearest-exact 124-151 against 272-304). A three-dim
-    nearest-exact gather took two buffers where one- and two-dim ones took one (CPU, with CUDA's
-    window rule), so three dims keep the table too."""
+    table: one tap (every window holds at most one output) over at most
+    ``POSITIONS_IN_GATHER_MAX_DIMS`` dims, on a device of ``POSITIONS_IN_GATHER_DEVICES``, not
+    while exporting. The table costs a kernel and an allocation per call, which host-bound
+    training steps pay in full (docs/findings.md, finding 8); the starts are computed at both
+    ends of each dim's window at every grad_input element. Over two dims the table's gather is
+    the faster one (H200, (4,3,2345,2456)->(1234,1345) steps, backward kernel, starts / table,
+    us): with symbolic sizes nearest's 100.1 / 104.6 (bf16), 100.8 / 86.5 (f32), 115.8 / 93.9
+    (bf16 channels-last), nearest-exact's 107.1-242.9 / 86.9-104.5; with static sizes the steps'
+    kernels took up to twice the table's time."""
     return (
         taps == 1
         and dims <= POSITIONS_IN_GATHER_MAX_DIMS
-        and not ((static or exact) and dims > 1)
         and _eligible(grad_output, POSITIONS_IN_GATHER_DEVICES, layouts=None)
     )
 

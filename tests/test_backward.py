@@ -214,12 +214,11 @@ class TestBackward(TestCase):
 
     def test_one_tap_gathers_compute_their_positions(self, device):
         """``kernel_choice.positions_in_gather``: a downsample's window gather (one tap) over
-        one dim, or two with nearest's rule, reads each dim's window starts through
-        ``decomps::gather_window_starts``, no table, with the same bits as the table's gather,
-        eager's strides, and traced with symbolic sizes; over three dims it keeps the table, over
-        two with nearest-exact's rule too, and over two static ones (traced with static sizes).
-        Compiled (static and dynamic sizes) its values are eager's (each a copy of one gradient
-        element), and on CUDA the backward is one kernel, two with the table."""
+        one dim reads its window starts through ``decomps::gather_window_starts``, no table, with
+        the same bits as the table's gather, eager's strides, and traced with symbolic sizes;
+        over two or three dims it keeps the table, with symbolic and with static sizes, for
+        either rule. Compiled (static and dynamic sizes) its values are eager's (each a copy of
+        one gradient element), and on CUDA the backward is one kernel, two with the table."""
         from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 
         starts_op, table_op = index_tables.gather_window_starts, torch.ops.decomps.index_table.default
@@ -248,8 +247,8 @@ class TestBackward(TestCase):
             self.assertEqual(counts[1][0], 0, msg)
             # both dims of the 2-d case downsample; the 3-d one gathers one dim after its short period
             two_dims = rank == 2 and all(i != o for i, o in zip(isize, osize))
-            if rank <= kernel_choice.POSITIONS_IN_GATHER_MAX_DIMS:
-                self.assertEqual(counts[0], [0, 1] if two_dims and exact else [1, 0], msg)
+            if rank <= 2:
+                self.assertEqual(counts[0], [0, 1] if two_dims else [1, 0], msg)
             else:  # the gather's dims, after index-free ones and short periods: the op or a table
                 self.assertEqual(counts[0][0] * counts[0][1], 0, msg)
             with generated_code(), mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here), \
@@ -267,11 +266,7 @@ class TestBackward(TestCase):
         with mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", here):
             eligible = torch.empty(1, device=device)
             self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims) for dims in (1, 2, 3)],
-                             [True, True, False])
-            self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims, static=True) for dims in (1, 2)],
-                             [True, False])
-            self.assertEqual([kernel_choice.positions_in_gather(eligible, 1, dims, exact=True) for dims in (1, 2)],
-                             [True, False])
+                             [True, False, False])
             self.assertFalse(kernel_choice.positions_in_gather(eligible, 2, 1))
 
         compiled = [  # (case, mode, channels_last, dynamic)
@@ -302,7 +297,7 @@ class TestBackward(TestCase):
             self.assertNotIn("decomps.gather_window_starts", code, msg)
             if torch.device(device).type == "cuda":
                 (backward_code,) = [c for c in codes if "_backward']" in c.partition("\n")[0]]
-                table = all(i != o for i, o in zip(isize, osize)) and (not dynamic or mode == "nearest-exact")
+                table = all(i != o for i, o in zip(isize, osize))
                 self.assertEqual(backward_code.count(".run("), 2 if table else 1, msg)
 
     def test_grad_input_overload(self, device):

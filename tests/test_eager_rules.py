@@ -90,14 +90,6 @@ class TestEagerRules(TestCase):
                         self.assertFalse(lossy_round_trip, msg=f"{op} {inner} -> {outer}:\n{graph}")
 
 
-class TestWindowRules(TestCase):
-    def test_is_exact_rule(self):
-        """``is_exact_rule`` says which mode each device's ``window_rule`` belongs to."""
-        for device, exact in itertools.product(("cpu", "cuda"), (False, True)):
-            rule = eager_rules.window_rule(torch.device(device), exact)
-            self.assertEqual(eager_rules.is_exact_rule(rule), exact, f"{device} {rule}")
-
-
 class TestFloat32Centres(TestCase):
     """CUDA's nearest-exact index ``floorf((o + 0.5) * scale)`` is a double product rounded to
     float; below ``FLOAT32_EXACT_CENTRES`` output positions it is one float32 product."""

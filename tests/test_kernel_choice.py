@@ -443,22 +443,18 @@ def test_window_table_rule():
 
 
 def test_positions_in_gather_rule():
-    """kernel_choice.positions_in_gather: on CUDA, a window gather of one tap over one dim, or
-    over two with nearest's rule where some size is symbolic; not of more taps or dims, not on
-    CPU, not while exporting."""
+    """kernel_choice.positions_in_gather: on CUDA, a window gather of one tap over one dim; not
+    of more taps or dims, not on CPU, not while exporting."""
     x = torch.empty(2, 3, 4, 5)
     assert kernel_choice.POSITIONS_IN_GATHER_DEVICES == ("cuda",)
     assert not kernel_choice.positions_in_gather(x, 1, 1)
     with mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", ("cpu",)):
-        assert kernel_choice.positions_in_gather(x, 1, 1) and kernel_choice.positions_in_gather(x, 1, 2)
-        assert kernel_choice.positions_in_gather(x, 1, 1, static=True)
-        assert not kernel_choice.positions_in_gather(x, 1, 2, static=True)
-        assert kernel_choice.positions_in_gather(x, 1, 1, exact=True)
-        assert not kernel_choice.positions_in_gather(x, 1, 2, exact=True)
+        assert kernel_choice.positions_in_gather(x, 1, 1)
+        assert not kernel_choice.positions_in_gather(x, 1, 2)
         assert not kernel_choice.positions_in_gather(x, 1, 3)
         assert not kernel_choice.positions_in_gather(x, 2, 1)
         with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
-            assert not kernel_choice.positions_in_gather(x, 1, 2)
+            assert not kernel_choice.positions_in_gather(x, 1, 1)
 
 
 def test_index_table_rule(vector_bits):

@@ -9,7 +9,8 @@ gathers one-tap windows over two dims, each compiled as the harness compiles it
 (``fullgraph=True``) in each of ``FORMS``:
 
 * ``as chosen``: the package as installed (``positions_in_gather`` decides);
-* ``starts`` / ``table``: the window starts in the gather, or the table, whatever the rule says;
+* ``starts`` / ``table``: the window starts in the gather over one or two dims, or the table,
+  whatever the rule says;
 * ``... tiled``: with ``dynamic=True``, each size variant keeps its tiled kernel where it would
   time the flat one against it (``size_variants._faster``).
 
@@ -45,9 +46,9 @@ def scope(form: str, picks: list):
 
     stack = contextlib.ExitStack()
     if form.startswith(("starts", "table")):
-        starts = form.startswith("starts")
-        stack.enter_context(mock.patch.object(kernel_choice, "positions_in_gather",
-                                              _forced(kernel_choice.positions_in_gather, starts)))
+        # one-tap gathers over up to two dims compute their starts, or none does
+        dims = 2 if form.startswith("starts") else 0
+        stack.enter_context(mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_MAX_DIMS", dims))
     chosen = size_variants._faster
 
     def faster(launches, args, stream):
@@ -69,16 +70,6 @@ def scope(form: str, picks: list):
 
     stack.enter_context(mock.patch.object(size_variants, "_faster", faster))
     return stack
-
-
-def _forced(rule, starts: bool):
-    """``positions_in_gather`` with its answer ``starts`` wherever the gather could take either
-    form (one tap over at most two dims, on an eligible device)."""
-
-    def forced(grad_output, taps, dims, static=False, exact=False):
-        return rule(grad_output, taps, dims) and starts
-
-    return forced
 
 
 def measure(name: str, form: str, dynamic: bool, sources: Path) -> dict:

@@ -427,9 +427,9 @@ def test_step_host_probe_names_the_hot_functions_of_a_step_compiled_in_a_mode(tm
 
 
 def test_window_form_probe_columns_force_the_form_and_the_variant():
-    """Each column's patches: ``positions_in_gather`` answers its form wherever the gather could
-    take either (and refuses where neither is possible), or keeps its rule; a ``tiled`` column's
-    size variants keep the tiled kernel. The probe's cases are harness cases."""
+    """Each column's patches: ``positions_in_gather`` answers its form for one-tap gathers over
+    one or two dims (and refuses two taps), or keeps its rule; a ``tiled`` column's size variants
+    keep the tiled kernel. The probe's cases are harness cases."""
     from unittest import mock
 
     import torch
@@ -444,12 +444,13 @@ def test_window_form_probe_columns_force_the_form_and_the_variant():
     with mock.patch.object(kernel_choice, "POSITIONS_IN_GATHER_DEVICES", ("cpu",)):
         for form, starts in (("starts", True), ("table", False), ("starts tiled", True), ("table tiled", False)):
             with window_form_probe.scope(form, []):
-                assert kernel_choice.positions_in_gather(g, 1, 2, static=True, exact=True) is starts, form
+                assert kernel_choice.positions_in_gather(g, 1, 1) is starts, form
+                assert kernel_choice.positions_in_gather(g, 1, 2) is starts, form
                 assert not kernel_choice.positions_in_gather(g, 2, 2), form  # two taps: always the table
                 if form.endswith("tiled"):
                     assert size_variants._faster(["tiled", "flat"], (), None) == "tiled"
         with window_form_probe.scope("as chosen", []):
-            assert kernel_choice.positions_in_gather(g, 1, 2) and not kernel_choice.positions_in_gather(g, 1, 2, exact=True)
+            assert kernel_choice.positions_in_gather(g, 1, 1) and not kernel_choice.positions_in_gather(g, 1, 2)
 
 
 def test_window_form_probe_logs_the_times_the_variant_choice_took(monkeypatch):
