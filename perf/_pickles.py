@@ -171,9 +171,11 @@ def join_spreads(seen: dict | None, own: dict) -> dict:
     return {"min": min(seen["min"], own["min"]), "max": max(seen["max"], own["max"]), "n": seen["n"] + own["n"]}
 
 
-def merge_runs(paths: list, path) -> dict:
+def merge_runs(paths: list, path, skip=None) -> dict:
     """One pickle from several runs of one tag (``python -m perf --processes N``), and of its
-    shards (``--devices``: each shard a part of the cases, its own rows).
+    shards (``--devices``: each shard a part of the cases, its own rows). ``skip(index, key)``:
+    leave out the column ``key`` of ``paths[index]`` (its measurement and any mismatch recorded
+    for it), e.g. rows whose code changed since that run (``python -m perf.merge --drop``).
 
     Each column keeps the Measurement with the lowest median of all runs, with that run's
     roofline, compile time, page faults and kernel time; its spread spans every run's medians
@@ -195,9 +197,11 @@ def merge_runs(paths: list, path) -> dict:
     spread: dict[Key, dict] = {}
     mismatches: dict[Key, str] = {}
     timed: dict[Key, int] = {}  # key -> the runs that timed it
-    for payload in payloads:
+    for index, payload in enumerate(payloads):
         for m in payload["test_results"]:
             key = (_task_field(m, "label"), _task_field(m, "sub_label"), _task_field(m, "description"))
+            if skip is not None and skip(index, key):
+                continue
             median = median_seconds(m)
             timed[key] = timed.get(key, 0) + 1
             if key not in best or median < best[key][0]:
@@ -205,7 +209,8 @@ def merge_runs(paths: list, path) -> dict:
             own = (payload.get("spread") or {}).get(key) or {"min": median, "max": median, "n": 1}
             spread[key] = join_spreads(spread.get(key), own)
         for key, problem in (payload.get("mismatches") or {}).items():
-            mismatches.setdefault(key, problem)
+            if skip is None or not skip(index, key):
+                mismatches.setdefault(key, problem)
 
     def from_best(name: str) -> dict:
         return {key: payload[name][key] for key, (_, _, payload) in best.items() if key in (payload.get(name) or {})}
