@@ -103,11 +103,9 @@ def main(argv=None) -> int:
     runs = {}
     for tag, paths in grouped.items():
         path = args.out_dir.resolve() / f"{stem}-{tag}.pkl"
-        shards = len(paths)
-
-        def skip(index, key, shards=shards):
-            return args.drop is not None and index < shards and args.drop.search(f"{key[0]} | {key[1]}") is not None
-
+        # --drop applies to the shards, the first len(paths) pickles
+        skip = None if args.drop is None else (
+            lambda index, key: index < len(paths) and args.drop.search(f"{key[0]} | {key[1]}") is not None)
         merge_runs(paths + reruns.get(tag, []), path, skip)
         runs[tag] = load_run(path)
     print(f"Shards of {count}: " + ", ".join(f"{tag} {len(paths)}" for tag, paths in grouped.items())
