@@ -297,7 +297,8 @@ class TestBackward(TestCase):
             self.assertNotIn("decomps.gather_window_starts", code, msg)
             if torch.device(device).type == "cuda":
                 (backward_code,) = [c for c in codes if "_backward']" in c.partition("\n")[0]]
-                table = all(i != o for i, o in zip(isize, osize))
+                # the table is one more kernel; a gather over one dim computes its starts
+                table = sum(i != o for i, o in zip(isize, osize)) > 1
                 self.assertEqual(backward_code.count(".run("), 2 if table else 1, msg)
 
     def test_grad_input_overload(self, device):
