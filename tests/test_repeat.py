@@ -30,6 +30,10 @@ def up(x):
     return F.interpolate(x, scale_factor=2.0, mode="nearest")
 
 
+def up1d(x):
+    return F.interpolate(x, scale_factor=2.0, mode="nearest-exact")
+
+
 CONV_WEIGHT = {}
 
 
@@ -77,6 +81,23 @@ class TestRepeatLowering(TestCase):
         if site == "unet skip cat":
             # the repeat is written into its slice of the cat: no kernel selects between inputs
             self.assertNotIn("tl.where", code)
+
+    @parametrize("dynamic", [False, True])
+    def test_rows_only_static(self, device, dynamic):
+        """A static repeat of the innermost dim alone is generated code (Inductor's flat kernel,
+        stock's), also where nothing fuses; with symbolic sizes, or with
+        ``ROWS_ONLY_STATIC_TRITON``, the Triton kernel on CUDA."""
+        from lowerings import repeat
+
+        x = torch.randn(2, 3, 40, device=device)
+        cuda = torch.device(device).type == "cuda"
+        for flag in (False, True):
+            with mock.patch.object(repeat, "ROWS_ONLY_STATIC_TRITON", flag):
+                out, code = _compiled_code(up1d, dynamic, x)
+            expected = up1d(x)
+            self.assertTrue(torch.equal(out, expected))
+            self.assertEqual(out.stride(), expected.stride())
+            self.assertEqual(_runs(FORWARD, code), cuda and (dynamic or flag), code)
 
     @parametrize("dynamic", [False, True])
     def test_backward_alone(self, device, dynamic):
