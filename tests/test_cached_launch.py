@@ -159,11 +159,14 @@ class TestCachedLaunch(TestCase):
     results stay eager's."""
 
     def _check(self, f, inputs, dynamic):
-        from torch._inductor.utils import run_and_get_code
+        from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 
         torch._dynamo.reset()
         c = torch.compile(f, dynamic=dynamic)
-        _, codes = run_and_get_code(c, *inputs)
+        # a fresh cache holds only this graph's modules, where kernel names repeat across graphs
+        with fresh_inductor_cache():
+            _, codes = run_and_get_code(c, *inputs)
+            kernels = _loaded_kernels(codes)
         runs = []
         stock_run = CachingAutotuner.run
 
@@ -176,7 +179,7 @@ class TestCachedLaunch(TestCase):
                 for got, expected in zip(c(*inputs), f(*inputs)):
                     self.assertEqual(got, expected, atol=0, rtol=0)
                     self.assertEqual(got.stride(), expected.stride())
-        return _loaded_kernels(codes), runs
+        return kernels, runs
 
     def test_package_kernels_skip_run(self, device):
         """Where this torch caches launchers itself (2.13 and later) nothing is installed and
