@@ -122,12 +122,18 @@ def _triton_call(kernel, src, out, factors, **slice_args):
     forward = kernel is triton_repeat.repeat_rows
     size = list(src.get_size())
     narrow, wide = (size, repeated_shape(size, factors)) if forward else (summed_shape(size, factors), size)
+    out_bytes = _product(wide) * src.get_dtype().itemsize
+    # One row where the sizes are static; with symbolic ones its masks and offsets carry no
+    # divisibility (a cat's slice keeps its rows too)
+    if not slice_args and not _symbolic(size):
+        narrow, wide, factors = triton_repeat.row_shapes(narrow, wide, factors)
+    one_row = len(narrow) == 1  # a program takes its whole share of the row
     sizevars = V.graph.sizevars
     hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
     # Block sizes and stores from the example sizes: the kernel is exact for any of them (masks).
-    itemsize = src.get_dtype().itemsize
-    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, itemsize,
-                                         out_bytes=hint(_product(wide)) * itemsize)
+    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, src.get_dtype().itemsize,
+                                         max_block_w=None if one_row else triton_repeat.MAX_BLOCK_W,
+                                         out_bytes=hint(out_bytes))
     rows = _product((wide if forward else narrow)[:-1])
     grid = [(triton_repeat.programs(rows, wide[-1], config, forward, CeilDiv), 1, 1)]
     n = len(factors)
@@ -168,14 +174,21 @@ def _own_kernel(kernel: str, x, factors, out_size, triton: bool = True):
     return _triton_call(getattr(triton_repeat, kernel), x, _empty(out_size, x), factors)
 
 
+def _symbolic(sizes) -> bool:
+    return any(getattr(s, "free_symbols", None) for s in sizes)
+
+
 def _rows_only_static(x, factors) -> bool:
-    """Static sizes and only the innermost dim repeated: Inductor's kernel (stock's) reaches the
-    copy floor there and the Triton kernel is no faster (x2 on an H200, median kernels of seven
-    rounds, float32 (16, 64, 16000) 46.2 us either way, bfloat16 23.0; docs/design.md, "Kernel
-    choice"), so the call site keeps generated code and ties stock's."""
-    return all(k == 1 for k in factors[:-1]) and not any(
-        getattr(s, "free_symbols", None) for s in x.get_size()
-    )
+    """Static sizes, only the innermost dim repeated, output rows of whole 16-byte vectors: the
+    call site keeps generated code, the package's fastest kernel there (x2 (16, 64, 16000) on an
+    H200, one process each, median kernels of five rounds: float32 48.4 us, the Triton kernel
+    48.8-48.9, stock's 48.2; bfloat16 25.1, 25.2-25.4, 27.3). Rows of a partial vector take the
+    Triton kernel over one row (``triton_repeat.row_shapes``; (8, 32, 48001) float32 37.0 against
+    stock's 47.9, bfloat16 19.5 against 21.1); docs/design.md, "Kernel choice"."""
+    size = list(x.get_size())
+    if any(k != 1 for k in factors[:-1]) or _symbolic(size):
+        return False
+    return int(size[-1]) * factors[-1] * x.get_dtype().itemsize % 16 == 0
 
 
 def _product(sizes):

@@ -6,6 +6,7 @@ order; the result is eager's everywhere.
 
 from __future__ import annotations
 
+import itertools
 import re
 from unittest import mock
 
@@ -84,20 +85,37 @@ class TestRepeatLowering(TestCase):
 
     @parametrize("dynamic", [False, True])
     def test_rows_only_static(self, device, dynamic):
-        """A static repeat of the innermost dim alone is generated code (Inductor's flat kernel,
-        stock's), also where nothing fuses; with symbolic sizes, or with
-        ``ROWS_ONLY_STATIC_TRITON``, the Triton kernel on CUDA."""
+        """A static repeat of the innermost dim alone whose output rows are whole 16-byte vectors
+        is generated code, also where nothing fuses; with symbolic sizes, rows of a partial
+        vector, or ``ROWS_ONLY_STATIC_TRITON``, the Triton kernel on CUDA, over one row
+        (``triton_repeat.row_shapes``) where the sizes are static."""
         from lowerings import repeat
 
-        x = torch.randn(2, 3, 40, device=device)
         cuda = torch.device(device).type == "cuda"
-        for flag in (False, True):
+        for width, flag in itertools.product((40, 41), (False, True)):  # rows of 320 and 328 bytes
+            x = torch.randn(2, 3, width, device=device)
             with mock.patch.object(repeat, "ROWS_ONLY_STATIC_TRITON", flag):
-                out, code = _compiled_code(up1d, dynamic, x)
+                if cuda:
+                    from decomps import triton_repeat
+
+                    with mock.patch.object(triton_repeat, "row_shapes", wraps=triton_repeat.row_shapes) as spy:
+                        out, code = _compiled_code(up1d, dynamic, x)
+                else:
+                    out, code = _compiled_code(up1d, dynamic, x)
             expected = up1d(x)
             self.assertTrue(torch.equal(out, expected))
             self.assertEqual(out.stride(), expected.stride())
-            self.assertEqual(_runs(FORWARD, code), cuda and (dynamic or flag), code)
+            triton = cuda and (dynamic or flag or width == 41)
+            self.assertEqual(_runs(FORWARD, code), triton, code)
+            if cuda:  # the lowering's launch over one row; none with symbolic sizes
+                self.assertEqual(spy.call_count > 0, triton and not dynamic, code)
+        # the backward (window_sum_rows over one row where the sizes are static): eager's values
+        x = torch.randn(2, 3, 41, device=device, requires_grad=True)
+        g = torch.randn(2, 3, 82, device=device)
+        torch._dynamo.reset()
+        (actual,) = torch.autograd.grad(torch.compile(up1d, dynamic=dynamic, fullgraph=True)(x), x, g)
+        (expected,) = torch.autograd.grad(up1d(x), x, g)
+        self.assertTrue(torch.equal(actual, expected))
 
     @parametrize("dynamic", [False, True])
     def test_backward_alone(self, device, dynamic):

@@ -22,6 +22,7 @@ CASES = [
     ((4, 5), (2, 1)),
     ((3, 300), (1, 2)),
     ((5, 1100), (1, 2)),  # rows of several kernel programs, the last one masked
+    ((3, 1001), (1, 4)),  # one row of odd-width rows (triton_repeat.row_shapes), many programs
     ((3, 7), (4, 4)),
     ((2, 3, 5), (2, 2, 2)),
     ((3, 2, 17), (1, 2, 4)),
@@ -107,6 +108,22 @@ class TestTritonRepeat(_Checks):
         with mock.patch.object(triton_repeat, "sum_repeats", wraps=triton_repeat.sum_repeats) as spy:
             self._check_backward(g, (2, 2), "x2")
         self.assertEqual(spy.call_count, 1)
+
+    def test_row_shapes(self, device):
+        """Only the innermost dim repeated: the kernels run over one row, each program taking its
+        whole share of it; otherwise the shapes and the per-row config stay."""
+        from decomps import triton_repeat
+
+        self.assertEqual(triton_repeat.row_shapes([2, 3, 7], [2, 3, 14], [2]), ([42], [84], [2]))
+        self.assertEqual(triton_repeat.row_shapes([2, 3, 5, 7], [2, 3, 5, 28], [1, 4]), ([210], [840], [4]))
+        narrow, wide = [2, 3, 5, 7], [2, 3, 10, 14]
+        self.assertEqual(triton_repeat.row_shapes(narrow, wide, [2, 2]), (narrow, wide, [2, 2]))
+        one_row = triton_repeat.launch_config(84000, [2], True, 2, max_block_w=None)
+        self.assertEqual((one_row["ROWS"], one_row["BLOCK_W"]), (1, triton_repeat.FORWARD_BYTES_PER_PROGRAM // 2))
+        one_row = triton_repeat.launch_config(84000, [4], False, 4, max_block_w=None)
+        self.assertEqual((one_row["ROWS"], one_row["BLOCK_W"]), (1, triton_repeat.BACKWARD_ELEMENTS_PER_PROGRAM))
+        rows = triton_repeat.launch_config(84000, [2], True, 2)
+        self.assertEqual(rows["BLOCK_W"], triton_repeat.MAX_BLOCK_W)
 
     def test_streaming_stores(self, device):
         from decomps import triton_repeat
