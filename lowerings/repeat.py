@@ -8,9 +8,10 @@ or dynamic, Inductor's 90.9 static and 98 dynamic; docs/findings.md, finding 7).
 the kernel reads a realized input and writes its own output. So a call site runs it only where
 nothing would fuse anyway: the input is already a buffer and every user of the result takes
 realized inputs (the graph's output, a convolution, a matmul). It is emitted through Inductor's
-lowering of user-defined Triton kernels, so the generated code launches it like its own. Elsewhere
-the op lowers to a pointwise node that Inductor fuses into its producer and users (an add in an FPN
-merge).
+lowering of user-defined Triton kernels, so the generated code launches it like its own; a static
+repeat of the innermost dim alone whose output rows are whole 16-byte vectors keeps generated code,
+as fast there (``_rows_only_static``). Elsewhere the op lowers to a pointwise node that Inductor
+fuses into its producer and users (an add in an FPN merge).
 
 A cat of a repeat and buffers (a UNet skip connection) is lowered here too (``cat``): the
 forward kernel writes each input into its slice of the cat's output (UNet skip cat, x2 bf16
