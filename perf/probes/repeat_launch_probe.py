@@ -6,8 +6,9 @@ Usage (CUDA only): ``python -m perf.probes.repeat_launch_probe OUT_DIR``
 Per row: the GPU kernels per call (profiler, us) of the forward and the training step compiled
 with ``dynamic=False``, stock (``decomps.disabled()``) and with the package; then the package's
 forward kernel (``repeat_rows``) and backward kernel (``window_sum_rows``) launched directly with
-each ``(elements, max_block_w, num_warps)`` of ``CONFIGS`` (``triton_repeat.launch_config``),
-each result checked against the default launch's (``torch.equal``; the default forward's against
+each ``(elements, max_block_w, num_warps)`` of ``CONFIGS`` (``triton_repeat.launch_config``; a
+repeat of the innermost dim alone runs over one row, ``triton_repeat.row_shapes``, where only
+``elements`` and ``num_warps`` vary), each result checked against the default launch's (``torch.equal``; the default forward's against
 eager's); and two other forms of the forward (``_variants``, in a 2-d grid of row blocks by column
 blocks): each output word of ``KW`` copies written as one wider integer (``repeat_rows_packed``),
 and Inductor's per-element ``w // KW`` load (``repeat_rows_index``); and the default forward launch
@@ -132,11 +133,18 @@ def _direct(x, g, factor, expected) -> dict:
     assert torch.equal(back(out), expected)
     reference = {"forward": out.clone(), "backward": grad.clone()}
     record = {}
+    # a repeat of the innermost dim alone launches over one row: there a program takes its whole
+    # share of it, whatever max_block_w
+    narrow = triton_repeat.row_shapes(x_rows.shape, g_rows.shape, factors)[0]
+    one_row = len(narrow) == 1
     for elements, max_block_w, warps in CONFIGS:
+        if one_row and max_block_w != min(b for e, b, w in CONFIGS if e == elements and w == warps):
+            continue
         for name, kernel, src, dst in (("forward", triton_repeat.repeat, x_rows, out),
                                        ("backward", triton_repeat.sum_repeats, g_rows, grad)):
-            config = triton_repeat.launch_config(g_rows.shape[-1], factors, name == "forward", x.element_size(),
-                                                 elements, max_block_w)
+            wide_w = narrow[0] * factors[-1] if one_row else g_rows.shape[-1]
+            config = triton_repeat.launch_config(wide_w, factors[-1:] if one_row else factors, name == "forward",
+                                                 x.element_size(), elements, None if one_row else max_block_w)
             launch = lambda: kernel(src, dst, factors, config=config, num_warps=warps)  # noqa: E731
             dst.zero_()
             launch()
