@@ -8,12 +8,13 @@ with ``dynamic=False``, stock (``decomps.disabled()``) and with the package; the
 forward kernel (``repeat_rows``) and backward kernel (``window_sum_rows``) launched directly with
 each ``(elements, max_block_w, num_warps)`` of ``CONFIGS`` (``triton_repeat.launch_config``; a
 repeat of the innermost dim alone runs over one row, ``triton_repeat.row_shapes``, where only
-``elements`` and ``num_warps`` vary), each result checked against the default launch's (``torch.equal``; the default forward's against
-eager's); and two other forms of the forward (``_variants``, in a 2-d grid of row blocks by column
-blocks): each output word of ``KW`` copies written as one wider integer (``repeat_rows_packed``),
-and Inductor's per-element ``w // KW`` load (``repeat_rows_index``); and the default forward launch
-with plain and with streaming stores (``STREAM``, ``triton_repeat.STREAM_STORE_BYTES``), five
-interleaved rounds. Writes ``OUT_DIR/repeat_launch_probe.json``.
+``elements`` and ``num_warps`` vary), each result checked against the default launch's
+(``torch.equal``; the default forward's against eager's); and two other forms of the forward
+(``_variants``, in a 2-d grid of row blocks by column blocks): each output word of ``KW`` copies
+written as one wider integer (``repeat_rows_packed``), and Inductor's per-element ``w // KW`` load
+(``repeat_rows_index``); and the default forward launch with plain and with streaming stores
+(``STREAM``, ``triton_repeat.STREAM_STORE_BYTES``), five interleaved rounds. Writes
+``OUT_DIR/repeat_launch_probe.json``.
 """
 
 from __future__ import annotations
