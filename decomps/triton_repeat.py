@@ -126,17 +126,17 @@ def row_shapes(narrow: Sequence, wide: Sequence, factors: Sequence[int]) -> tupl
 
 
 def launch_config(w_out: int, factors: Sequence[int], forward: bool, itemsize: int, elements: int | None = None,
-                  max_block_w: int | None = MAX_BLOCK_W, out_bytes: int = 0) -> dict[str, int]:
+                  max_block_w: int = MAX_BLOCK_W, out_bytes: int = 0, rows=None) -> dict[str, int]:
     """The kernels' constexpr arguments for rows of about ``w_out`` elements of ``itemsize`` bytes
     on the wide side (the forward's output, the backward's grad_output), each program writing
     about ``elements`` elements (default: ``FORWARD_BYTES_PER_PROGRAM`` or
-    ``BACKWARD_ELEMENTS_PER_PROGRAM``) in rows of at most ``max_block_w`` of the wide side (None:
-    a program's whole share, for one row: ``row_shapes``); the forward writing about
-    ``out_bytes`` in all."""
+    ``BACKWARD_ELEMENTS_PER_PROGRAM``) in rows of at most ``max_block_w`` of the wide side, or
+    where there is one row (``rows == 1``, ``row_shapes``) a program's whole share of it; the
+    forward writing about ``out_bytes`` in all."""
     if elements is None:
         elements = FORWARD_BYTES_PER_PROGRAM // itemsize if forward else BACKWARD_ELEMENTS_PER_PROGRAM
     kd, kh, kw = ([1, 1, 1] + list(factors))[-3:]
-    if max_block_w is None:
+    if rows == 1:
         max_block_w = elements if forward else elements * kw
     block_w = min(triton.next_power_of_2(max(w_out, kw)), max_block_w)
     per_row = block_w if forward else block_w // kw
@@ -164,8 +164,7 @@ def _launch(kernel, src: Tensor, dst: Tensor, factors: Sequence[int], wide: Tens
     forward = kernel is repeat_rows
     rows = math.prod((wide_shape if forward else narrow_shape)[:-1])
     config = config or launch_config(w_out, factors, forward, src.element_size(),
-                                     max_block_w=None if len(narrow_shape) == 1 else MAX_BLOCK_W,
-                                     out_bytes=wide.numel() * wide.element_size())
+                                     out_bytes=wide.numel() * wide.element_size(), rows=rows)
     grid = (programs(rows, w_out, config, forward),)
     own_tensor = (rows, 0, 0) if forward else ()  # block_rows, block_stride, out_offset
     kernel[grid](src, dst, rows, h_in, h_out, w_in, w_out, *own_tensor, **config, num_warps=num_warps)

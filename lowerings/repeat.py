@@ -123,19 +123,17 @@ def _triton_call(kernel, src, out, factors, **slice_args):
     forward = kernel is triton_repeat.repeat_rows
     size = list(src.get_size())
     narrow, wide = (size, repeated_shape(size, factors)) if forward else (summed_shape(size, factors), size)
-    out_bytes = _product(wide) * src.get_dtype().itemsize
     # One row where the sizes are static; with symbolic ones its masks and offsets carry no
     # divisibility (a cat's slice keeps its rows too)
     if not slice_args and not _symbolic(size):
         narrow, wide, factors = triton_repeat.row_shapes(narrow, wide, factors)
-    one_row = len(narrow) == 1  # a program takes its whole share of the row
+    rows = _product((wide if forward else narrow)[:-1])
     sizevars = V.graph.sizevars
     hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
     # Block sizes and stores from the example sizes: the kernel is exact for any of them (masks).
-    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, src.get_dtype().itemsize,
-                                         max_block_w=None if one_row else triton_repeat.MAX_BLOCK_W,
-                                         out_bytes=hint(out_bytes))
-    rows = _product((wide if forward else narrow)[:-1])
+    itemsize = src.get_dtype().itemsize
+    config = triton_repeat.launch_config(hint(wide[-1]), factors, forward, itemsize,
+                                         out_bytes=hint(_product(wide)) * itemsize, rows=rows)
     grid = [(triton_repeat.programs(rows, wide[-1], config, forward, CeilDiv), 1, 1)]
     n = len(factors)
     kwargs = {

@@ -118,11 +118,11 @@ class TestTritonRepeat(_Checks):
         self.assertEqual(triton_repeat.row_shapes([2, 3, 5, 7], [2, 3, 5, 28], [1, 4]), ([210], [840], [4]))
         narrow, wide = [2, 3, 5, 7], [2, 3, 10, 14]
         self.assertEqual(triton_repeat.row_shapes(narrow, wide, [2, 2]), (narrow, wide, [2, 2]))
-        one_row = triton_repeat.launch_config(84000, [2], True, 2, max_block_w=None)
+        one_row = triton_repeat.launch_config(84000, [2], True, 2, rows=1)
         self.assertEqual((one_row["ROWS"], one_row["BLOCK_W"]), (1, triton_repeat.FORWARD_BYTES_PER_PROGRAM // 2))
-        one_row = triton_repeat.launch_config(84000, [4], False, 4, max_block_w=None)
+        one_row = triton_repeat.launch_config(84000, [4], False, 4, rows=1)
         self.assertEqual((one_row["ROWS"], one_row["BLOCK_W"]), (1, triton_repeat.BACKWARD_ELEMENTS_PER_PROGRAM))
-        rows = triton_repeat.launch_config(84000, [2], True, 2)
+        rows = triton_repeat.launch_config(84000, [2], True, 2, rows=6)
         self.assertEqual(rows["BLOCK_W"], triton_repeat.MAX_BLOCK_W)
 
     def test_streaming_stores(self, device):

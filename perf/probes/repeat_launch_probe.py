@@ -19,6 +19,8 @@ written as one wider integer (``repeat_rows_packed``), and Inductor's per-elemen
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -133,19 +135,20 @@ def _direct(x, g, factor, expected) -> dict:
     grad = triton_repeat.sum_repeats(g_rows, x_rows.new_empty(x_rows.shape), factors)
     assert torch.equal(back(out), expected)
     reference = {"forward": out.clone(), "backward": grad.clone()}
-    record = {}
-    # a repeat of the innermost dim alone launches over one row: there a program takes its whole
-    # share of it, whatever max_block_w
-    narrow = triton_repeat.row_shapes(x_rows.shape, g_rows.shape, factors)[0]
-    one_row = len(narrow) == 1
+    record, seen = {}, set()
+    # the kernels' shapes: a repeat of the innermost dim alone runs over one row, where configs
+    # that differ in max_block_w alone coincide
+    narrow, wide, launched = triton_repeat.row_shapes(x_rows.shape, g_rows.shape, factors)
     for elements, max_block_w, warps in CONFIGS:
-        if one_row and max_block_w != min(b for e, b, w in CONFIGS if e == elements and w == warps):
-            continue
         for name, kernel, src, dst in (("forward", triton_repeat.repeat, x_rows, out),
                                        ("backward", triton_repeat.sum_repeats, g_rows, grad)):
-            wide_w = narrow[0] * factors[-1] if one_row else g_rows.shape[-1]
-            config = triton_repeat.launch_config(wide_w, factors[-1:] if one_row else factors, name == "forward",
-                                                 x.element_size(), elements, None if one_row else max_block_w)
+            rows = math.prod((wide if name == "forward" else narrow)[:-1])
+            config = triton_repeat.launch_config(wide[-1], launched, name == "forward", x.element_size(),
+                                                 elements, max_block_w, rows=rows)
+            key = (name, warps, *config.items())
+            if key in seen:
+                continue
+            seen.add(key)
             launch = lambda: kernel(src, dst, factors, config=config, num_warps=warps)  # noqa: E731
             dst.zero_()
             launch()
