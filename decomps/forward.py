@@ -20,6 +20,7 @@ from torch._prims_common.wrappers import out_wrapper
 from . import (
     alignment,
     aten_kernels,
+    channel_rows,
     checks,
     eager_rules,
     index_patterns,
@@ -107,6 +108,10 @@ def upsample_nearest(
             patterns[-1] = Pattern("identity")  # after the slices: equal sizes
     if kernel_choice.aten_forward(input, patterns):
         return aten_kernels.upsample_nearest(input, output_size, scales, exact)
+    if kernel_choice.channel_rows_kernel(input, output_size, patterns):
+        kernel_scales = channel_rows.kernel_scales(isizes, output_size, scales, rule)
+        if kernel_scales is not None:
+            return channel_rows.gather_channel_rows(input, output_size, kernel_scales, exact)
     if period is None and kernel_choice.repeat_op(input, patterns):
         rows, factors, back = repeats.channels_last_rows(input, index_patterns.repeat_factors(patterns))
         return back(repeat_kernels.upsample_repeat(rows, factors))

@@ -52,6 +52,12 @@ INDEX_TABLE_DEVICES = ("cpu",)
 # (docs/design.md, "Channels-last gathers of few channels").
 FEW_CHANNELS_DEVICES = ("cpu",)
 FEW_CHANNELS = 3
+# Device types whose channels-last 2d gathers of few channels over static sizes, in 1- and
+# 2-byte dtypes, run the package's kernel over rows (``channel_rows``) where no output size is
+# larger than its input size: on an H200 (4,3,2345,2456)->(1234,1345) bfloat16 nearest 29.7 us
+# against stock's 46.0; the upsample (4,3,1234,1345)->(2345,2456) through Inductor 92.8 us
+# against the generated gather's 68.5 (docs/design.md, "Channels-last gathers of few channels").
+CHANNEL_ROWS_KERNEL_DEVICES = ("cuda",)
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
 # index from a table; with narrower vectors (AVX2) the table loses on most uint8 rows
 # (docs/design.md, "Kernel choice"), but for the dtypes below.
@@ -322,13 +328,25 @@ def channel_rows(input: Tensor, patterns) -> bool:
     return False
 
 
-def _few_channels(input: Tensor, patterns) -> bool:
+def channel_rows_kernel(input: Tensor, output_size, patterns) -> bool:
+    """Whether a channels-last 2d gather of few channels (``_few_channels``) runs the op
+    ``decomps::gather_channel_rows``: on ``CHANNEL_ROWS_KERNEL_DEVICES``, 1- and 2-byte dtypes,
+    static sizes, no output size larger than its input size (the op's map is checked against
+    eager's on the host, ``channel_rows.kernel_scales``)."""
+    if input.dim() != 4 or input.dtype.itemsize > 2 or not size_conditions.is_static(*input.shape, *output_size):
+        return False
+    if any(o > i for i, o in zip(input.shape[2:], output_size)):
+        return False
+    return _few_channels(input, patterns, CHANNEL_ROWS_KERNEL_DEVICES)
+
+
+def _few_channels(input: Tensor, patterns, devices=FEW_CHANNELS_DEVICES) -> bool:
     """A channels-last gather on CPU whose innermost spatial dim gathers (``patterns[-1]`` None),
     no dim a strided slice (its rows stay a view), with at most ``FEW_CHANNELS``
     channels: a guard where the example sizes have it (``holds_where_taken``; other sizes keep
     the per-pixel gather, exact for every size)."""
     layouts = (torch.channels_last, torch.channels_last_3d)
-    if not _eligible(input, FEW_CHANNELS_DEVICES, layouts) or patterns[-1] is not None:
+    if not _eligible(input, devices, layouts) or patterns[-1] is not None:
         return False
     if any(p is not None and p.kind == "stride" for p in patterns):
         return False

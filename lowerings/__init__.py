@@ -3,9 +3,9 @@
 ``install(table)`` puts the package's decompositions into Inductor's decomposition table (which
 AOTAutograd applies below autograd), moves Inductor's own nearest-upsample lowerings aside, so
 every nearest upsample reaching Inductor is lowered from our aten graph, adds the lowerings of
-the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``) and index
-tables (``index_tables``), three code generation facts (``divisibility``,
-``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
+the package's integer-repeat ops (``repeat``), ATen-kernel ops (``aten_kernels``), channels-last
+rows of few channels (``channel_rows``) and index tables (``index_tables``), three code generation
+facts (``divisibility``, ``positive_sizes``, ``package_kernels``), per-size variants of the package's dynamic Triton
 kernels (``size_variants``) with the flat forms of the tiled ones (``flat_sources``), Inductor's
 static launcher for the package's own Triton kernels (``static_launch``), launches of the
 package's kernels without ``CachingAutotuner.run``'s per-launch work (``cached_launch``), the
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import torch
 
-from . import (aten_kernels, cached_launch, cpu_gathers, cpu_sizes, cpu_stores, divisibility, index_tables, package_kernels,
-               positive_sizes, repeat, size_variants, static_launch)
+from . import (aten_kernels, cached_launch, channel_rows, cpu_gathers, cpu_sizes, cpu_stores, divisibility,
+               index_tables, package_kernels, positive_sizes, repeat, size_variants, static_launch)
 from ._undo import swap_entries
 
 aten = torch.ops.aten
@@ -110,6 +110,7 @@ def install(decompositions: dict) -> Callable[[], None]:
         swap_entries(lowering.lowerings, dict.fromkeys(STOCK_LOWERED)),
         swap_entries(lowering.lowerings, repeat.lowerings(lowering.lowerings)),
         swap_entries(lowering.lowerings, aten_kernels.lowerings()),
+        swap_entries(lowering.lowerings, channel_rows.lowerings()),
         swap_entries(lowering.lowerings, index_tables.lowerings()),
     ]
     if not missing_codegen_hooks():

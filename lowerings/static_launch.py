@@ -1,10 +1,10 @@
 """Inductor's static launcher for the package's own Triton kernels.
 
-The package's Triton kernels (``decomps.triton_repeat``) reach the generated code as user-defined
-Triton kernels (``lowerings.repeat``). Inductor launches its own kernels through its static
-launcher, and user-defined ones through Triton's launcher unless
-``config.static_launch_user_defined_triton_kernels`` is set (off by default, torch 2.11-2.15),
-which costs more host time per launch: a compiled x2 (16, 64, 16000) bf16 forward, host-bound on
+The package's Triton kernels (``decomps.triton_repeat``, ``decomps.triton_channel_rows``) reach
+the generated code as user-defined Triton kernels (``lowerings.repeat``, ``lowerings.channel_rows``).
+Inductor launches its own kernels through its static launcher, and user-defined ones through
+Triton's launcher unless ``config.static_launch_user_defined_triton_kernels`` is set (off by
+default, torch 2.11-2.15), which costs more host time per launch: a compiled x2 (16, 64, 16000) bf16 forward, host-bound on
 an H200, took 42.3 us per call back to back against 38.6 launched statically, with 5 more Python
 calls (docs/findings.md, finding 8).
 
@@ -44,9 +44,10 @@ def _normalized(source: str) -> str:
 
 @functools.cache
 def package_sources() -> frozenset[str]:
-    from decomps import triton_repeat
+    from decomps import triton_channel_rows, triton_repeat
 
-    return frozenset(_normalized(kernel.src) for kernel in (triton_repeat.repeat_rows, triton_repeat.window_sum_rows))
+    kernels = (triton_repeat.repeat_rows, triton_repeat.window_sum_rows, triton_channel_rows.channel_rows)
+    return frozenset(_normalized(kernel.src) for kernel in kernels)
 
 
 def is_package_kernel(autotuner) -> bool:
