@@ -18,7 +18,10 @@ def _channels_last_strides(size) -> list:
 
 
 def _kernel_applies(x, out_size) -> bool:
-    """A channels-last 4-d input read in place, 32-bit indexing, this torch's user-kernel lowering."""
+    """A channels-last 4-d input read in place, static sizes (the launch configuration reads
+    them), 32-bit indexing, this torch's user-kernel lowering."""
+    import sympy
+
     from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation
     from torch._inductor import ir
     from torch._inductor.lowering import lowerings
@@ -29,6 +32,8 @@ def _kernel_applies(x, out_size) -> bool:
     if not ir.is_storage_and_layout(x):
         return False
     size = list(x.get_size())
+    if not all(isinstance(s, (int, sympy.Integer)) for s in [*size, *out_size]):
+        return False
     stride = list(x.get_layout().stride)
     if not V.graph.sizevars.statically_known_list_equals(stride, _channels_last_strides(size)):
         return False
@@ -47,15 +52,18 @@ def _triton_call(x, out_size, scales, exact):
     n, c, h_in, w_in = x.get_size()
     h_out, w_out = out_size[2:]
     out = empty_strided(out_size, _channels_last_strides(out_size), dtype=x.get_dtype(), device=x.get_device())
+    rows, row_out = n * h_out, w_out * c
+    config = triton_channel_rows.launch_config(int(c), exact, int(row_out), x.get_dtype().itemsize)
     # The scales as constant arguments, which Inductor passes as float64 (the kernel rounds its
     # products to float32).
-    config = {**triton_channel_rows.launch_config(int(c), exact), "scale_h": scales[0], "scale_w": scales[1]}
+    constants = {**config, "scale_h": scales[0], "scale_w": scales[1]}
     lowerings[triton_kernel_wrapper_mutation](
         kernel_idx=kernel_side_table.add_kernel(triton_channel_rows.channel_rows),
-        constant_args_idx=kernel_side_table.add_constant_args(config),
-        grid=[(triton_channel_rows.programs(n * h_out, w_out * c, CeilDiv), 1, 1)],
+        constant_args_idx=kernel_side_table.add_constant_args(constants),
+        grid=[(triton_channel_rows.programs(rows, row_out, config, CeilDiv), 1, 1)],
         tma_descriptor_metadata={},
-        kwargs={"in_ptr": x, "out_ptr": out, "h_out": h_out, "h_in": h_in, "w_in": w_in, "row_out": w_out * c},
+        kwargs={"in_ptr": x, "out_ptr": out, "rows": rows, "h_out": h_out, "h_in": h_in, "w_in": w_in,
+                "row_out": row_out},
     )
     return out
 

@@ -216,7 +216,7 @@ class TestChannelRows(TestCase):
 
 
 class TestTritonChannelRows(TestCase):
-    """CUDA only: the block shapes, and the kernel over many programs."""
+    """CUDA only: the launch configuration, and the kernel over many programs."""
 
     def test_float64_arguments(self, device):
         """Inductor passes the scales as float64 arguments; the kernel's products are eager's
@@ -232,7 +232,17 @@ class TestTritonChannelRows(TestCase):
         self.assertTrue(torch.equal(actual, expected))
         self.assertEqual(actual.stride(), expected.stride())
 
+    def test_launch_config(self, device):
+        """The output row's alignment in elements, up to a 16-byte store."""
+        from decomps import triton_channel_rows as k
+
+        align = {(n, itemsize): k.launch_config(3, True, n, itemsize)["ALIGN"]
+                 for n in (7368, 4035, 96, 6) for itemsize in (1, 2)}
+        self.assertEqual(align, {(7368, 1): 8, (7368, 2): 8, (4035, 1): 1, (4035, 2): 1,
+                                 (96, 1): 16, (96, 2): 8, (6, 1): 2, (6, 2): 2})
+
     def test_large_rows(self, device):
+        """Many programs; output rows of 7368 elements, aligned to 8 (``ALIGN``)."""
         x = _random((3, 3, 301, 1345), torch.bfloat16, device)
         for mode in ("nearest", "nearest-exact"):
             expected = F.interpolate(x, size=(517, 2456), mode=mode)

@@ -760,13 +760,14 @@ def test_install_touches_only_the_nearest_family():
                             "py_kernels", "cache_key_tag", "inductor codegen hooks"}
     for table in ("inductor decompositions", "select_decomp_table()", "py_kernels"):
         assert set(changed.get(table, ())) <= NEAREST_OVERLOADS, changed.get(table)
-    # Inductor's own nearest lowerings move aside; the package's repeat ops, ATen-kernel ops and
-    # index-table ops get theirs, and cat one that wraps the stock lowering (lowerings.repeat.cat)
+    # Inductor's own nearest lowerings move aside; the package's repeat ops, ATen-kernel ops,
+    # channels-last rows op and index-table ops get theirs, and cat one that wraps the stock
+    # lowering (lowerings.repeat.cat)
     package_ops = {torch.ops.decomps.upsample_repeat.default, torch.ops.decomps.upsample_repeat_backward.default,
                    torch.ops.decomps.upsample_nearest.default, torch.ops.decomps.upsample_nearest_backward.default,
                    torch.ops.decomps.index_table.default, torch.ops.decomps.index_by_maps.default,
                    torch.ops.decomps.index_put_by_maps.default, torch.ops.decomps.gather_window_starts.default,
-                   aten.cat.default}
+                   torch.ops.decomps.gather_channel_rows.default, aten.cat.default}
     assert set(changed["inductor lowerings"]) <= set(lowerings.STOCK_LOWERED) | package_ops
     assert package_ops <= set(changed["inductor lowerings"])
     assert set(changed["inductor decompositions"]) == set(TABLE)
