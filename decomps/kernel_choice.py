@@ -58,6 +58,8 @@ FEW_CHANNELS = 3
 # against stock's 46.0; the upsample (4,3,1234,1345)->(2345,2456) through Inductor 92.8 us
 # against the generated gather's 68.5 (docs/design.md, "Channels-last gathers of few channels").
 CHANNEL_ROWS_KERNEL_DEVICES = ("cuda",)
+# Whether output sizes larger than the input's take that kernel too (the upsample above: no).
+CHANNEL_ROWS_KERNEL_UPSAMPLES = False
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
 # index from a table; with narrower vectors (AVX2) the table loses on most uint8 rows
 # (docs/design.md, "Kernel choice"), but for the dtypes below.
@@ -331,11 +333,12 @@ def channel_rows(input: Tensor, patterns) -> bool:
 def channel_rows_kernel(input: Tensor, output_size, patterns) -> bool:
     """Whether a channels-last 2d gather of few channels (``_few_channels``) runs the op
     ``decomps::gather_channel_rows``: on ``CHANNEL_ROWS_KERNEL_DEVICES``, 1- and 2-byte dtypes,
-    static sizes, no output size larger than its input size (the op's map is checked against
+    static sizes, no output size larger than its input size unless ``CHANNEL_ROWS_KERNEL_UPSAMPLES``
+    (the op's map is checked against
     eager's on the host, ``channel_rows.kernel_scales``)."""
     if input.dim() != 4 or input.dtype.itemsize > 2 or not size_conditions.is_static(*input.shape, *output_size):
         return False
-    if any(o > i for i, o in zip(input.shape[2:], output_size)):
+    if not CHANNEL_ROWS_KERNEL_UPSAMPLES and any(o > i for i, o in zip(input.shape[2:], output_size)):
         return False
     return _few_channels(input, patterns, CHANNEL_ROWS_KERNEL_DEVICES)
 

@@ -12,11 +12,6 @@ import torch
 from .repeat import _fits_32bit, _strided_view, runs_op_kernel
 
 
-def _channels_last_strides(size) -> list:
-    n, c, h, w = size
-    return [h * w * c, 1, w * c, c]
-
-
 def _kernel_applies(x, out_size) -> bool:
     """A channels-last 4-d input read in place, static sizes (the launch configuration reads
     them), 32-bit indexing, this torch's user-kernel lowering."""
@@ -35,7 +30,7 @@ def _kernel_applies(x, out_size) -> bool:
     if not all(isinstance(s, (int, sympy.Integer)) for s in [*size, *out_size]):
         return False
     stride = list(x.get_layout().stride)
-    if not V.graph.sizevars.statically_known_list_equals(stride, _channels_last_strides(size)):
+    if not V.graph.sizevars.statically_known_list_equals(stride, list(ir.make_channels_last_strides_for(size))):
         return False
     return _fits_32bit(size[0] * size[1] * size[2] * size[3]) and _fits_32bit(
         out_size[0] * out_size[1] * out_size[2] * out_size[3]
@@ -44,6 +39,7 @@ def _kernel_applies(x, out_size) -> bool:
 
 def _triton_call(x, out_size, scales, exact):
     from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_mutation
+    from torch._inductor import ir
     from torch._inductor.lowering import empty_strided, lowerings
     from torch.utils._sympy.functions import CeilDiv
 
@@ -51,7 +47,8 @@ def _triton_call(x, out_size, scales, exact):
 
     n, c, h_in, w_in = x.get_size()
     h_out, w_out = out_size[2:]
-    out = empty_strided(out_size, _channels_last_strides(out_size), dtype=x.get_dtype(), device=x.get_device())
+    out = empty_strided(out_size, ir.make_channels_last_strides_for(out_size), dtype=x.get_dtype(),
+                        device=x.get_device())
     rows, row_out = n * h_out, w_out * c
     config = triton_channel_rows.launch_config(int(c), exact, int(row_out), x.get_dtype().itemsize)
     # The scales as constant arguments, which Inductor passes as float64 (the kernel rounds its

@@ -96,6 +96,8 @@ def test_kernel_choice_rule():
         assert choice(cl(2, torch.bfloat16), down, gather)
         assert choice(cl(3, torch.bfloat16), [4, 4], [Pattern("identity"), None])
         assert not choice(cl(3, torch.bfloat16), [3, 6], gather)  # wider rows
+        with mock.patch.object(kernel_choice, "CHANNEL_ROWS_KERNEL_UPSAMPLES", True):
+            assert choice(cl(3, torch.bfloat16), [3, 6], gather)
         assert not choice(cl(3, torch.bfloat16), [8, 4], [Pattern("repeat", 2), None])
         assert not choice(cl(3, torch.float32), down, gather)
         assert not choice(cl(4, torch.bfloat16), down, gather)

@@ -4,9 +4,9 @@ and the output row's alignment, launched by Inductor (docs/findings.md, finding 
 Usage (CUDA only): ``python -m perf.probes.channel_rows_probe OUT_DIR [--rounds N]``.
 
 Per row, compiled with ``dynamic=False`` and a literal size, one process: the generated gather
-(``kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES`` empty), and the op for every row (its size rule
-off) with each block shape of ``BLOCKS``, the kernel told the output row's alignment
-(``launch_config``'s ``ALIGN``) or not (``ALIGN`` 1). Each variant is compared with eager
+(``kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES`` empty), and the op for every row
+(``CHANNEL_ROWS_KERNEL_UPSAMPLES`` on) with each block shape of ``BLOCKS``, the kernel told the
+output row's alignment (``launch_config``'s ``ALIGN``) or not (``ALIGN`` 1). Each variant is compared with eager
 (``torch.equal`` and strides: ``equal``), says whether the op's kernel ran (``op_kernel``) and is
 timed by the profiler (kernels per call) in ``--rounds`` rounds (3) right after its compile
 (Dynamo's caches are reset between variants): the lowest and highest round, in
@@ -38,12 +38,7 @@ BLOCKS = ((1, 1024), (2, 512), (4, 512), (8, 256), (4, 1024))
 @contextlib.contextmanager
 def _variant(block, aligned):
     """The forward takes the op wherever its other conditions hold, with this launch shape."""
-    from decomps import kernel_choice, size_conditions, triton_channel_rows
-
-    def every_size(input, output_size, patterns):
-        if input.dim() != 4 or input.dtype.itemsize > 2 or not size_conditions.is_static(*input.shape, *output_size):
-            return False
-        return kernel_choice._few_channels(input, patterns, kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES)
+    from decomps import kernel_choice, triton_channel_rows
 
     stock = triton_channel_rows.launch_config
 
@@ -51,7 +46,7 @@ def _variant(block, aligned):
         config = stock(channels, exact, row_out, itemsize, block=block)
         return config if aligned else {**config, "ALIGN": 1}
 
-    with mock.patch.object(kernel_choice, "channel_rows_kernel", every_size), \
+    with mock.patch.object(kernel_choice, "CHANNEL_ROWS_KERNEL_UPSAMPLES", True), \
             mock.patch.object(triton_channel_rows, "launch_config", launch_config):
         yield
 
