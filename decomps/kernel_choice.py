@@ -53,13 +53,11 @@ INDEX_TABLE_DEVICES = ("cpu",)
 FEW_CHANNELS_DEVICES = ("cpu",)
 FEW_CHANNELS = 3
 # Device types whose channels-last 2d gathers of few channels over static sizes, in 1- and
-# 2-byte dtypes, run the package's kernel over rows (``channel_rows``) where no output size is
-# larger than its input size: on an H200 (4,3,2345,2456)->(1234,1345) bfloat16 nearest 29.7 us
-# against stock's 46.0; the upsample (4,3,1234,1345)->(2345,2456) through Inductor 92.8 us
-# against the generated gather's 68.5 (docs/design.md, "Channels-last gathers of few channels").
+# 2-byte dtypes, run the package's kernel over rows (``channel_rows``): on an H200, kernels,
+# (4,3,2345,2456)->(1234,1345) bfloat16 29.6 us against the generated gather's 32.8, the upsample
+# (4,3,1234,1345)->(2345,2456) 47.4 against 68.4 (docs/design.md, "Channels-last gathers of few
+# channels").
 CHANNEL_ROWS_KERNEL_DEVICES = ("cuda",)
-# Whether output sizes larger than the input's take that kernel too (the upsample above: no).
-CHANNEL_ROWS_KERNEL_UPSAMPLES = False
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
 # index from a table; with narrower vectors (AVX2) the table loses on most uint8 rows
 # (docs/design.md, "Kernel choice"), but for the dtypes below.
@@ -333,12 +331,9 @@ def channel_rows(input: Tensor, patterns) -> bool:
 def channel_rows_kernel(input: Tensor, output_size, patterns) -> bool:
     """Whether a channels-last 2d gather of few channels (``_few_channels``) runs the op
     ``decomps::gather_channel_rows``: on ``CHANNEL_ROWS_KERNEL_DEVICES``, 1- and 2-byte dtypes,
-    static sizes, no output size larger than its input size unless ``CHANNEL_ROWS_KERNEL_UPSAMPLES``
-    (the op's map is checked against
-    eager's on the host, ``channel_rows.kernel_scales``)."""
+    static sizes (the op's map is checked against eager's on the host,
+    ``channel_rows.kernel_scales``)."""
     if input.dim() != 4 or input.dtype.itemsize > 2 or not size_conditions.is_static(*input.shape, *output_size):
-        return False
-    if not CHANNEL_ROWS_KERNEL_UPSAMPLES and any(o > i for i, o in zip(input.shape[2:], output_size)):
         return False
     return _few_channels(input, patterns, CHANNEL_ROWS_KERNEL_DEVICES)
 

@@ -1,11 +1,14 @@
 """Triton kernel of a CUDA channels-last 2d nearest gather of few channels (``channel_rows``).
 
 The (N, C, H, W) channels-last tensors are rows of W * C contiguous elements, one row per
-(n, h). A program covers ``ROWS`` output rows by ``BLOCK_W`` elements of them: each row's source
-row once per tile row, each element's source column (``(ow // C)``'s source pixel, times C, plus
-``ow % C``) once per tile column, where Inductor's generated gather computes both per element.
-On an H200 (harness, kernels): the (4,3,2345,2456)->(1234,1345) 16-bit downsample 29.6-30.1 us against the generated gather's
-32.6-32.8 and stock's 46.0-47.6 (docs/design.md, "Channels-last gathers of few channels").
+(n, h). A program covers ``BLOCK_W`` elements of ``ROWS`` consecutive output rows: it computes
+each element's source column (``(ow // C)``'s source pixel, times C, plus ``ow % C``) once and
+reuses it for every row, where Inductor's generated gather computes the source row and column
+per element. An upsample's consecutive output rows read the same source rows, which a program
+of several rows finds in its cache.
+On an H200 (harness, kernels, 2026-12-01): the (4,3,1234,1345)->(2345,2456) 16-bit upsample
+48.7-49.4 us against the generated gather's 64.7-68.4, the (4,3,2345,2456)->(1234,1345)
+downsample 29.2-29.5 against 32.6-32.9 (docs/design.md, "Channels-last gathers of few channels").
 
 The source index is eager's CUDA formula, ``min(floorf((o [+ 0.5]) * scale), isize - 1)``, in
 float32: ``channel_rows.kernel_scales`` gives each dim's scale where that map equals eager's for
@@ -21,9 +24,11 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-# (ROWS, BLOCK_W) per program, 4 warps: the best of seven block shapes for the downsample above
-# (H200 direct launches, 2026-11-30: one row x 1024 29.5 us; 8 rows x 256 33.2).
+# (ROWS, BLOCK_W) per program, 4 warps, for output heights up to the input's and for larger
+# ones: the fastest of 1-16 rows x 512-2048 elements x 4 or 8 warps for the downsample and the
+# upsample above (H200 direct launches, 2026-12-01: 29.2 us and 47.4).
 BLOCK = (1, 1024)
+UPSAMPLE_BLOCK = (4, 1024)
 # Bytes of the widest vector store; ``launch_config`` tells the kernel the output row length's
 # alignment up to it.
 STORE_BYTES = 16
@@ -40,33 +45,40 @@ def channel_rows(
     # knows it and can store whole vectors, as it can in Inductor's code, whose static sizes are
     # literals.
     row_out = row_out // ALIGN * ALIGN
+    # Products in float32, as eager's: Inductor passes Python floats as float64 arguments
+    # (config._use_fp64_for_unbacked_floats). A float64 product of float32 values is exact, one
+    # rounding short of eager's (2456 -> 1345 nearest-exact: column 672), and float64 products
+    # and converts per element cost the upsample above a third of its time.
+    scale_h = tl.cast(scale_h, tl.float32)
+    scale_w = tl.cast(scale_w, tl.float32)
     columns = tl.cdiv(row_out, BLOCK_W)
     program = tl.program_id(0)
     row_block = program // columns
-    r = row_block * ROWS + tl.arange(0, ROWS)[:, None]
-    x = (program - row_block * columns) * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
-    n = r // h_out
-    oh = (r - n * h_out).to(tl.float32)
+    x = (program - row_block * columns) * BLOCK_W + tl.arange(0, BLOCK_W)
     ow = x // C
     c = x - ow * C
     ow = ow.to(tl.float32)
     if EXACT:
-        oh = oh + 0.5
         ow = ow + 0.5
-    # Rounded to float32 as eager's product: Inductor passes Python floats as float64 arguments
-    # (config._use_fp64_for_unbacked_floats), and a float64 product of two float32 values is
-    # exact, one rounding short of eager's (2456 -> 1345 nearest-exact: column 672).
     # floorf of a value >= 0 is the truncating convert.
-    ih = tl.minimum((oh * scale_h).to(tl.float32).to(tl.int32), h_in - 1)
-    iw = tl.minimum((ow * scale_w).to(tl.float32).to(tl.int32), w_in - 1)
-    mask = (r < rows) & (x < row_out)
-    v = tl.load(in_ptr + ((n * h_in + ih) * (w_in * C) + (iw * C + c)), mask)
-    tl.store(out_ptr + (r * row_out + x), v, mask)
+    column = tl.minimum((ow * scale_w).to(tl.int32), w_in - 1) * C + c
+    in_row = x < row_out
+    for i in range(ROWS):
+        r = row_block * ROWS + i
+        n = r // h_out
+        oh = (r - n * h_out).to(tl.float32)
+        if EXACT:
+            oh = oh + 0.5
+        ih = tl.minimum((oh * scale_h).to(tl.int32), h_in - 1)
+        mask = in_row & (r < rows)
+        v = tl.load(in_ptr + ((n * h_in + ih) * (w_in * C) + column), mask)
+        tl.store(out_ptr + (r * row_out + x), v, mask)
 
 
-def launch_config(channels: int, exact: bool, row_out: int, itemsize: int, block=BLOCK) -> dict:
+def launch_config(channels: int, exact: bool, h_in: int, h_out: int, row_out: int, itemsize: int,
+                  block=None) -> dict:
     """The kernel's constexpr arguments; ``row_out`` the output row's length (static)."""
-    rows, block_w = block
+    rows, block_w = block or (UPSAMPLE_BLOCK if h_out > h_in else BLOCK)
     return {"C": channels, "EXACT": exact, "ROWS": rows, "BLOCK_W": block_w,
             "ALIGN": math.gcd(row_out, STORE_BYTES // itemsize)}
 
@@ -83,7 +95,7 @@ def gather(x: Tensor, out: Tensor, scales: Sequence[float], exact: bool) -> Tens
     h_out, w_out = out.shape[-2:]
     rows, row_out = n * h_out, w_out * c
     if out.numel():
-        config = launch_config(c, exact, row_out, x.element_size())
+        config = launch_config(c, exact, h_in, h_out, row_out, x.element_size())
         grid = (programs(rows, row_out, config),)
         channel_rows[grid](x, out, rows, h_out, h_in, w_in, row_out, *scales, **config, num_warps=4)
     return out

@@ -80,8 +80,7 @@ def test_kernel_scales_declines_other_maps():
 
 def test_kernel_choice_rule():
     """The rule's devices only (CUDA), channels-last 4-d, at most FEW_CHANNELS channels, 1- and
-    2-byte dtypes, static sizes, no output size above its input size, the innermost dim
-    gathering, not while exporting."""
+    2-byte dtypes, static sizes, the innermost dim gathering, not while exporting."""
     gather, down = [None, None], [3, 4]
 
     def cl(c, dtype, shape=(4, 5)):
@@ -95,10 +94,8 @@ def test_kernel_choice_rule():
             assert choice(cl(3, dtype), down, gather)
         assert choice(cl(2, torch.bfloat16), down, gather)
         assert choice(cl(3, torch.bfloat16), [4, 4], [Pattern("identity"), None])
-        assert not choice(cl(3, torch.bfloat16), [3, 6], gather)  # wider rows
-        with mock.patch.object(kernel_choice, "CHANNEL_ROWS_KERNEL_UPSAMPLES", True):
-            assert choice(cl(3, torch.bfloat16), [3, 6], gather)
-        assert not choice(cl(3, torch.bfloat16), [8, 4], [Pattern("repeat", 2), None])
+        assert choice(cl(3, torch.bfloat16), [3, 6], gather)  # wider rows
+        assert choice(cl(3, torch.bfloat16), [8, 4], [Pattern("repeat", 2), None])
         assert not choice(cl(3, torch.float32), down, gather)
         assert not choice(cl(4, torch.bfloat16), down, gather)
         assert not choice(cl(3, torch.bfloat16), [3, 5], [None, Pattern("identity")])
@@ -109,17 +106,18 @@ def test_kernel_choice_rule():
 
 
 # The harness's CUDA rows (perf.cases, full matrix) whose static forward takes the op: the
-# channels-last 3-channel 16-bit downsample; the upsample (1234, 1345) -> (2345, 2456) keeps the
-# generated gather (``kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES``).
+# channels-last 3-channel 16-bit downsample and upsample (``kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES``).
 CUDA_OP_ROWS = {
-    (batch, dtype): ((2345, 2456), (1234, 1345)) for batch in (1, 4) for dtype in ("float16", "bfloat16")
+    (batch, dtype, isize, osize)
+    for batch in (1, 4) for dtype in ("float16", "bfloat16")
+    for isize, osize in (((2345, 2456), (1234, 1345)), ((1234, 1345), (2345, 2456)))
 }
 
 
 def test_choice_for_the_harness_cuda_rows():
     """CUDA's rule (its devices patched to CPU, CUDA's eager rules) over the harness's forward
     rows with static sizes: the op exactly for ``CUDA_OP_ROWS``, each with its kernel scales."""
-    taken = {}
+    taken = set()
     with mock.patch.object(kernel_choice, "CHANNEL_ROWS_KERNEL_DEVICES", ("cpu",)):
         for case in perf_cases.make_cases("cuda", backward=False):
             if case.kind != "interp":
@@ -135,7 +133,7 @@ def test_choice_for_the_harness_cuda_rows():
             scales = [case.scale_factor] * 2
             patterns = [index_patterns.forward_pattern(i, o, s, rule) for i, o, s in zip(case.shape[2:], osize, scales)]
             if kernel_choice.channel_rows_kernel(x, osize, patterns):
-                taken[(case.shape[0], case.dtype)] = (case.shape[2:], tuple(osize))
+                taken.add((case.shape[0], case.dtype, tuple(case.shape[2:]), tuple(osize)))
                 assert channel_rows.kernel_scales(case.shape[2:], osize, scales, rule) is not None, case.name
     assert taken == CUDA_OP_ROWS
 
@@ -179,9 +177,9 @@ class TestChannelRows(TestCase):
         torch.library.opcheck(channel_rows.gather_channel_rows, (x, [9, 4], [5 / 9, 7 / 4], True))
 
     def test_compiled_forward(self, device):
-        """torch.compile with static sizes takes the op for a downsample (on CPU with the rule's
-        devices patched), not for an upsample; standalone the op runs the Triton kernel on
-        CUDA, fused with a user the pointwise lowering; eager's values and strides either way."""
+        """torch.compile with static sizes takes the op (on CPU with the rule's devices
+        patched); standalone the op runs the Triton kernel on CUDA, fused with a user the
+        pointwise lowering; eager's values and strides either way."""
         import lowerings.channel_rows as lowering
 
         devices = ("cuda",) if device.startswith("cuda") else (device.split(":")[0],)
@@ -189,7 +187,6 @@ class TestChannelRows(TestCase):
             (((29, 31), (13, 17)), ((13, 17), (29, 31))), ("nearest", "nearest-exact"), (False, True)
         ):
             x = _random((2, 3, *isize), torch.bfloat16, device)
-            taken = all(o < i for i, o in zip(isize, osize))
             msg = f"{isize}->{osize} {mode} fused {fused}"
 
             def fn(t):
@@ -202,10 +199,10 @@ class TestChannelRows(TestCase):
                     mock.patch.object(channel_rows, "kernel_scales", wraps=channel_rows.kernel_scales) as scales:
                 actual, code = run_and_get_code(torch.compile(fn, dynamic=False), x)
             self._check(actual, fn(x), msg)
-            self.assertEqual(scales.call_count, int(taken), msg)
+            self.assertEqual(scales.call_count, 1, msg)
             triton_kernel = any("def channel_rows(" in c for c in code)
-            self.assertEqual(triton_kernel, taken and device.startswith("cuda") and not fused, msg)
-            self.assertEqual(pointwise.call_count, int(taken and not triton_kernel), msg)
+            self.assertEqual(triton_kernel, device.startswith("cuda") and not fused, msg)
+            self.assertEqual(pointwise.call_count, int(not triton_kernel), msg)
 
     def test_dynamic_sizes_keep_the_gather(self, device):
         x = _random((2, 3, 13, 17), torch.bfloat16, device)
@@ -235,23 +232,28 @@ class TestTritonChannelRows(TestCase):
         self.assertEqual(actual.stride(), expected.stride())
 
     def test_launch_config(self, device):
-        """The output row's alignment in elements, up to a 16-byte store."""
+        """The output row's alignment in elements, up to a 16-byte store; rows per program by
+        whether the output is taller than the input."""
         from decomps import triton_channel_rows as k
 
-        align = {(n, itemsize): k.launch_config(3, True, n, itemsize)["ALIGN"]
+        align = {(n, itemsize): k.launch_config(3, True, 5, 5, n, itemsize)["ALIGN"]
                  for n in (7368, 4035, 96, 6) for itemsize in (1, 2)}
         self.assertEqual(align, {(7368, 1): 8, (7368, 2): 8, (4035, 1): 1, (4035, 2): 1,
                                  (96, 1): 16, (96, 2): 8, (6, 1): 2, (6, 2): 2})
+        rows = {(h_in, h_out): k.launch_config(3, False, h_in, h_out, 96, 2)["ROWS"]
+                for h_in, h_out in ((1234, 2345), (2345, 1234), (7, 7))}
+        self.assertEqual(rows, {(1234, 2345): k.UPSAMPLE_BLOCK[0], (2345, 1234): k.BLOCK[0], (7, 7): k.BLOCK[0]})
 
     def test_large_rows(self, device):
-        """Many programs; output rows of 7368 elements, aligned to 8 (``ALIGN``)."""
+        """Many programs; output rows of 7368 elements, aligned to 8 (``ALIGN``); 3 * 517 output
+        rows, not a multiple of an upsample's rows per program, and a downsample's."""
         x = _random((3, 3, 301, 1345), torch.bfloat16, device)
-        for mode in ("nearest", "nearest-exact"):
-            expected = F.interpolate(x, size=(517, 2456), mode=mode)
+        for osize, mode in itertools.product(((517, 2456), (173, 2456), (173, 1001)), ("nearest", "nearest-exact")):
+            expected = F.interpolate(x, size=osize, mode=mode)
             rule = CUDA_RULES[mode == "nearest-exact"]
-            scales = channel_rows.kernel_scales([301, 1345], [517, 2456], [None, None], rule)
-            actual = channel_rows.gather_channel_rows(x, [517, 2456], scales, mode == "nearest-exact")
-            self.assertTrue(torch.equal(actual, expected), mode)
+            scales = channel_rows.kernel_scales([301, 1345], list(osize), [None, None], rule)
+            actual = channel_rows.gather_channel_rows(x, list(osize), scales, mode == "nearest-exact")
+            self.assertTrue(torch.equal(actual, expected), f"{osize} {mode}")
 
 
 instantiate_device_type_tests(TestChannelRows, globals(), only_for=("cpu", "cuda"))

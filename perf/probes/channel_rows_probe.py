@@ -4,9 +4,9 @@ and the output row's alignment, launched by Inductor (docs/findings.md, finding 
 Usage (CUDA only): ``python -m perf.probes.channel_rows_probe OUT_DIR [--rounds N]``.
 
 Per row, compiled with ``dynamic=False`` and a literal size, one process: the generated gather
-(``kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES`` empty), and the op for every row
-(``CHANNEL_ROWS_KERNEL_UPSAMPLES`` on) with each block shape of ``BLOCKS``, the kernel told the
-output row's alignment (``launch_config``'s ``ALIGN``) or not (``ALIGN`` 1). Each variant is compared with eager
+(``kernel_choice.CHANNEL_ROWS_KERNEL_DEVICES`` empty), and the op with each block shape of
+``BLOCKS`` (rows per program x elements per row), the kernel told the output row's alignment
+(``launch_config``'s ``ALIGN``) or not (``ALIGN`` 1). Each variant is compared with eager
 (``torch.equal`` and strides: ``equal``), says whether the op's kernel ran (``op_kernel``) and is
 timed by the profiler (kernels per call) in ``--rounds`` rounds (3) right after its compile
 (Dynamo's caches are reset between variants): the lowest and highest round, in
@@ -23,8 +23,7 @@ import torch.nn.functional as F
 
 from perf.probes import kernel_time, probe_main_rounds
 
-# (input shape, output size, dtype, mode): the upsamples the op does not take, and the
-# downsample it takes.
+# (input shape, output size, dtype, mode): upsamples and a downsample of the harness's rows.
 CASES = (
     ((4, 3, 1234, 1345), (2345, 2456), torch.bfloat16, "nearest-exact"),
     ((4, 3, 1234, 1345), (2345, 2456), torch.float16, "nearest"),
@@ -32,22 +31,21 @@ CASES = (
     ((4, 3, 2345, 2456), (1234, 1345), torch.bfloat16, "nearest-exact"),
 )
 # (ROWS, BLOCK_W) of the kernel's programs
-BLOCKS = ((1, 1024), (2, 512), (4, 512), (8, 256), (4, 1024))
+BLOCKS = ((1, 1024), (2, 1024), (4, 1024), (8, 1024), (4, 2048))
 
 
 @contextlib.contextmanager
 def _variant(block, aligned):
-    """The forward takes the op wherever its other conditions hold, with this launch shape."""
-    from decomps import kernel_choice, triton_channel_rows
+    """The op's kernel with this launch shape."""
+    from decomps import triton_channel_rows
 
     stock = triton_channel_rows.launch_config
 
-    def launch_config(channels, exact, row_out, itemsize):
-        config = stock(channels, exact, row_out, itemsize, block=block)
+    def launch_config(*args):
+        config = stock(*args, block=block)
         return config if aligned else {**config, "ALIGN": 1}
 
-    with mock.patch.object(kernel_choice, "CHANNEL_ROWS_KERNEL_UPSAMPLES", True), \
-            mock.patch.object(triton_channel_rows, "launch_config", launch_config):
+    with mock.patch.object(triton_channel_rows, "launch_config", launch_config):
         yield
 
 
