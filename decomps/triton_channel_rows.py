@@ -24,9 +24,12 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-# (ROWS, BLOCK_W) per program, 4 warps, for output heights up to the input's and for larger
-# ones: the fastest of 1-16 rows x 512-2048 elements x 4 or 8 warps for the downsample and the
-# upsample above (H200 direct launches, 2026-12-01: 29.2 us and 47.4).
+# (ROWS, BLOCK_W) per program, 4 warps, where no output size is larger than the input's and
+# where one is: the fastest of 1-16 rows x 512-2048 elements x 4 or 8 warps for the downsample
+# and the upsample above (H200 direct launches, 2026-12-01: 29.2 us and 47.4). Where only the
+# width grows, one row per program recomputes the columns' sources for every row: through
+# Inductor (4,3,2345,1345)->(1234,2456) bf16 took 46.7 us with one row, 33.2 with four, the
+# generated gather 38.3; (4,3,1234,2456)->(2345,1345) 49.7, 50.1 and 60.9.
 BLOCK = (1, 1024)
 UPSAMPLE_BLOCK = (4, 1024)
 # Bytes of the widest vector store; ``launch_config`` tells the kernel the output row length's
@@ -75,12 +78,13 @@ def channel_rows(
         tl.store(out_ptr + (r * row_out + x), v, mask)
 
 
-def launch_config(channels: int, exact: bool, h_in: int, h_out: int, row_out: int, itemsize: int,
+def launch_config(channels: int, exact: bool, isize: Sequence[int], osize: Sequence[int], itemsize: int,
                   block=None) -> dict:
-    """The kernel's constexpr arguments; ``row_out`` the output row's length (static)."""
-    rows, block_w = block or (UPSAMPLE_BLOCK if h_out > h_in else BLOCK)
+    """The kernel's constexpr arguments for (H, W) ``isize`` -> ``osize`` (static)."""
+    upsample = any(o > i for i, o in zip(isize, osize))
+    rows, block_w = block or (UPSAMPLE_BLOCK if upsample else BLOCK)
     return {"C": channels, "EXACT": exact, "ROWS": rows, "BLOCK_W": block_w,
-            "ALIGN": math.gcd(row_out, STORE_BYTES // itemsize)}
+            "ALIGN": math.gcd(osize[1] * channels, STORE_BYTES // itemsize)}
 
 
 def programs(rows, row_out, config: dict, cdiv=triton.cdiv):
@@ -95,7 +99,7 @@ def gather(x: Tensor, out: Tensor, scales: Sequence[float], exact: bool) -> Tens
     h_out, w_out = out.shape[-2:]
     rows, row_out = n * h_out, w_out * c
     if out.numel():
-        config = launch_config(c, exact, h_in, h_out, row_out, x.element_size())
+        config = launch_config(c, exact, (h_in, w_in), (h_out, w_out), x.element_size())
         grid = (programs(rows, row_out, config),)
         channel_rows[grid](x, out, rows, h_out, h_in, w_in, row_out, *scales, **config, num_warps=4)
     return out

@@ -50,7 +50,7 @@ def _triton_call(x, out_size, scales, exact):
     out = empty_strided(out_size, ir.make_channels_last_strides_for(out_size), dtype=x.get_dtype(),
                         device=x.get_device())
     rows, row_out = n * h_out, w_out * c
-    config = triton_channel_rows.launch_config(int(c), exact, int(h_in), int(h_out), int(row_out),
+    config = triton_channel_rows.launch_config(int(c), exact, (int(h_in), int(w_in)), (int(h_out), int(w_out)),
                                                 x.get_dtype().itemsize)
     # The scales as constant arguments, which Inductor passes as float64 (the kernel multiplies
     # in float32).

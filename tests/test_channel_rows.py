@@ -233,16 +233,20 @@ class TestTritonChannelRows(TestCase):
 
     def test_launch_config(self, device):
         """The output row's alignment in elements, up to a 16-byte store; rows per program by
-        whether the output is taller than the input."""
+        whether an output size is larger than the input's."""
         from decomps import triton_channel_rows as k
 
-        align = {(n, itemsize): k.launch_config(3, True, 5, 5, n, itemsize)["ALIGN"]
-                 for n in (7368, 4035, 96, 6) for itemsize in (1, 2)}
-        self.assertEqual(align, {(7368, 1): 8, (7368, 2): 8, (4035, 1): 1, (4035, 2): 1,
-                                 (96, 1): 16, (96, 2): 8, (6, 1): 2, (6, 2): 2})
-        rows = {(h_in, h_out): k.launch_config(3, False, h_in, h_out, 96, 2)["ROWS"]
-                for h_in, h_out in ((1234, 2345), (2345, 1234), (7, 7))}
-        self.assertEqual(rows, {(1234, 2345): k.UPSAMPLE_BLOCK[0], (2345, 1234): k.BLOCK[0], (7, 7): k.BLOCK[0]})
+        align = {(w, itemsize): k.launch_config(3, True, (5, 5000), (5, w), itemsize)["ALIGN"]
+                 for w in (2456, 1345, 32, 2) for itemsize in (1, 2)}
+        self.assertEqual(align, {(2456, 1): 8, (2456, 2): 8, (1345, 1): 1, (1345, 2): 1,
+                                 (32, 1): 16, (32, 2): 8, (2, 1): 2, (2, 2): 2})
+        up, down = k.UPSAMPLE_BLOCK[0], k.BLOCK[0]
+        rows = {(isize, osize): k.launch_config(3, False, isize, osize, 2)["ROWS"]
+                for isize, osize in (((1234, 1345), (2345, 2456)), ((2345, 2456), (1234, 1345)), ((7, 7), (7, 7)),
+                                     ((2345, 1345), (1234, 2456)), ((1234, 2456), (2345, 1345)))}
+        self.assertEqual(rows, {((1234, 1345), (2345, 2456)): up, ((2345, 2456), (1234, 1345)): down,
+                                ((7, 7), (7, 7)): down, ((2345, 1345), (1234, 2456)): up,
+                                ((1234, 2456), (2345, 1345)): up})
 
     def test_large_rows(self, device):
         """Many programs; output rows of 7368 elements, aligned to 8 (``ALIGN``); 3 * 517 output

@@ -23,12 +23,15 @@ import torch.nn.functional as F
 
 from perf.probes import kernel_time, probe_main_rounds
 
-# (input shape, output size, dtype, mode): upsamples and a downsample of the harness's rows.
+# (input shape, output size, dtype, mode): upsamples and a downsample of the harness's rows, and
+# the two mixes of their dims.
 CASES = (
     ((4, 3, 1234, 1345), (2345, 2456), torch.bfloat16, "nearest-exact"),
     ((4, 3, 1234, 1345), (2345, 2456), torch.float16, "nearest"),
     ((1, 3, 1234, 1345), (2345, 2456), torch.bfloat16, "nearest-exact"),
     ((4, 3, 2345, 2456), (1234, 1345), torch.bfloat16, "nearest-exact"),
+    ((4, 3, 2345, 1345), (1234, 2456), torch.bfloat16, "nearest-exact"),
+    ((4, 3, 1234, 2456), (2345, 1345), torch.bfloat16, "nearest-exact"),
 )
 # (ROWS, BLOCK_W) of the kernel's programs
 BLOCKS = ((1, 1024), (2, 1024), (4, 1024), (8, 1024), (4, 2048))
