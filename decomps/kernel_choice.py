@@ -53,10 +53,10 @@ INDEX_TABLE_DEVICES = ("cpu",)
 FEW_CHANNELS_DEVICES = ("cpu",)
 FEW_CHANNELS = 3
 # Device types whose channels-last 2d gathers of few channels over static sizes, in 1- and
-# 2-byte dtypes, run the package's kernel over rows (``channel_rows``): on an H200, kernels,
-# (4,3,2345,2456)->(1234,1345) bfloat16 29.6 us against the generated gather's 32.8, the upsample
-# (4,3,1234,1345)->(2345,2456) 47.4 against 68.4 (docs/design.md, "Channels-last gathers of few
-# channels").
+# 2-byte dtypes, run the package's kernel over rows (``channel_rows``): on an H200, harness,
+# kernels, (4,3,2345,2456)->(1234,1345) 29.2-29.5 us against the generated gather's 32.6-32.9,
+# the upsample (4,3,1234,1345)->(2345,2456) 48.7-49.4 against 64.7-68.4 (docs/design.md,
+# "Channels-last gathers of few channels").
 CHANNEL_ROWS_KERNEL_DEVICES = ("cuda",)
 # The C++ backend's vector width (bits) from which a gather along the innermost dim loads its
 # index from a table; with narrower vectors (AVX2) the table loses on most uint8 rows
