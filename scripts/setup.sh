@@ -15,9 +15,18 @@ if [ -n "$TORCH" ]; then
   # The pin is this env's purpose, so it goes with each install: pip fails rather than move torch.
   # Where a machine-wide pip constraint refuses it (seen: /etc/xdg/pip capping torch<=2.14.1),
   # the install is retried without pip's config files.
+  # A download can arrive corrupt (seen: pip's "do not match the hashes" for torch 2.15.0's
+  # 539 MB wheel, whose hash matched on the next try), so the pair is tried three times, the
+  # retries bypassing pip's cache.
   pinned_install() {
-    python -m pip install -q "$@" "torch==$TORCH" 2>/dev/null \
-      || PIP_CONFIG_FILE=/dev/null python -m pip install -q "$@" "torch==$TORCH"
+    local attempt cache=()
+    for attempt in 1 2 3; do
+      python -m pip install -q ${cache[@]+"${cache[@]}"} "$@" "torch==$TORCH" 2>/dev/null && return 0
+      PIP_CONFIG_FILE=/dev/null python -m pip install -q ${cache[@]+"${cache[@]}"} "$@" "torch==$TORCH" && return 0
+      echo "scripts/setup.sh: installing torch==$TORCH failed (attempt $attempt of 3)" >&2
+      cache=(--no-cache-dir)
+    done
+    return 1
   }
   python -c "import sys, torch; sys.exit(torch.__version__.split('+')[0] != '$TORCH')" 2>/dev/null \
     || pinned_install
