@@ -16,15 +16,15 @@ if [ -n "$TORCH" ]; then
   # Where a machine-wide pip constraint refuses it (seen: /etc/xdg/pip capping torch<=2.14.1),
   # the install is retried without pip's config files.
   # A download can arrive corrupt (seen: pip's "do not match the hashes" for torch 2.15.0's
-  # 539 MB wheel, whose hash matched on the next try), so the pair is tried three times, the
-  # retries bypassing pip's cache.
+  # 539 MB wheel, whose sha256 matched when downloaded again), so both installs are tried up to
+  # three times, the retries without pip's cache.
   pinned_install() {
-    local attempt cache=()
+    local attempt
     for attempt in 1 2 3; do
-      python -m pip install -q ${cache[@]+"${cache[@]}"} "$@" "torch==$TORCH" 2>/dev/null && return 0
-      PIP_CONFIG_FILE=/dev/null python -m pip install -q ${cache[@]+"${cache[@]}"} "$@" "torch==$TORCH" && return 0
+      python -m pip install -q "$@" "torch==$TORCH" 2>/dev/null && return 0
+      PIP_CONFIG_FILE=/dev/null python -m pip install -q "$@" "torch==$TORCH" && return 0
       echo "scripts/setup.sh: installing torch==$TORCH failed (attempt $attempt of 3)" >&2
-      cache=(--no-cache-dir)
+      local -x PIP_NO_CACHE_DIR=1
     done
     return 1
   }
