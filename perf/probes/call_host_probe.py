@@ -1,11 +1,15 @@
 """The host's part of a compiled forward call, the package's against stock's (docs/findings.md,
 finding 8, "host-bound forwards").
 
-Usage: ``python -m perf.probes.call_host_probe OUT_DIR [--stock] [--device cuda|cpu] [--rounds R]``
+Usage: ``python -m perf.probes.call_host_probe OUT_DIR [--stock] [--device cuda|cpu] [--rounds R]
+[--calls C] [--static]``
 
 For the harness's host-bound forwards (``ROWS``, ``dynamic=True``) in both call forms (``literal``:
 ``F.interpolate(x, size=(...))`` with the size written as constants; ``symbolic``: ``size``
-through a kwargs dict, as the harness passes it): the compiled call's time back to back (us per
+through a kwargs dict, as the harness passes it), or with ``--static`` for the static forwards
+that one-round shards of the static matrix put behind stock (``STATIC_ROWS``, ``dynamic=False``,
+each in the harness's call form: ``literal``, or ``scale``, ``scale_factor`` written as a
+constant; the empty call static too): the compiled call's time back to back (us per
 call, ``R`` rounds interleaved with an empty compiled call, ``x + 1`` on 8 elements, whose
 time is the host's cost of any compiled call in that round) and the Python function calls per
 call (``cProfile``, a count that the host's load does not move). ``--stock`` runs stock torch: the
@@ -28,19 +32,30 @@ ROWS = [
     ((4, 3, 2345, 2456), (1234, 1345), "nearest-exact", "float16", False),
     ((1, 3, 2345, 2456), (1234, 1345), "nearest-exact", "float32", False),
 ]
+# (row as in ROWS, call form): static forwards behind stock in one-round shards of the static
+# matrix at 858217c, whose kernels took no longer than stock's (docs/runs/perf-h200-2026-12-02-one-h200.md).
+STATIC_ROWS = [
+    (((8, 64, 200, 200), (300, 300), "nearest", "float16", False), "scale"),
+    (((1, 3, 1234, 1345), (2345, 2456), "nearest", "float16", True), "literal"),
+    (((4, 3, 1234, 1345), (2345, 2456), "nearest", "float16", True), "literal"),
+    (((16, 64, 16000), (32000,), "nearest-exact", "bfloat16", False), "scale"),
+]
 CALLS = 200  # per round
 
 
-def interpolate(osize, mode: str, form: str):
+def interpolate(shape, osize, mode: str, form: str):
     import torch.nn.functional as F
 
     if form == "literal":
         return eval(f"lambda x: F.interpolate(x, size={tuple(osize)!r}, mode={mode!r})", {"F": F})
+    if form == "scale":  # the harness's scale rows: one factor for every spatial dim
+        (factor,) = {o / i for i, o in zip(shape[2:], osize)}
+        return eval(f"lambda x: F.interpolate(x, scale_factor={factor!r}, mode={mode!r})", {"F": F})
     kwargs = dict(size=tuple(osize), mode=mode)
     return lambda x: F.interpolate(x, **kwargs)
 
 
-def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool) -> dict:
+def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool, dynamic: bool = True) -> dict:
     import torch
 
     shape, osize, mode, dtype, channels_last = row
@@ -48,9 +63,9 @@ def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool) -
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     torch._dynamo.reset()
-    fn = interpolate(osize, mode, form)
-    compiled = torch.compile(fn, dynamic=True)
-    empty = torch.compile(lambda t: t + 1, dynamic=True)
+    fn = interpolate(shape, osize, mode, form)
+    compiled = torch.compile(fn, dynamic=dynamic, fullgraph=True)
+    empty = torch.compile(lambda t: t + 1, dynamic=dynamic)
     small = torch.ones(8, device=device)
     expected, actual = fn(x), compiled(x)
     assert torch.equal(actual, expected), "compiled != eager"
@@ -62,7 +77,7 @@ def measure(row, form: str, device: str, rounds: int, calls: int, stock: bool) -
         empty_call.append(back_to_back_us(lambda: empty(small), calls, device))
         call.append(back_to_back_us(lambda: compiled(x), calls, device))
     return {"row": f"{mode} {shape}->{osize} {dtype} {'channels_last' if channels_last else 'contiguous'}",
-            "form": form, "call_us": statistics.median(call), "call_us_min": min(call),
+            "form": form, "dynamic": dynamic, "call_us": statistics.median(call), "call_us_min": min(call),
             "empty_us": statistics.median(empty_call), "empty_us_min": min(empty_call),
             "python_calls": profiled(lambda: compiled(x), 100, device=device).total_calls / 100}
 
@@ -71,8 +86,14 @@ def main(argv=None) -> int:
     def add_arguments(parser):
         parser.add_argument("--rounds", type=int, default=7)
         parser.add_argument("--calls", type=int, default=CALLS)
+        parser.add_argument("--static", action="store_true",
+                            help="STATIC_ROWS compiled with dynamic=False, instead of ROWS with dynamic=True")
 
     def records(args):
+        if args.static:
+            for row, form in STATIC_ROWS:
+                yield measure(row, form, args.device, args.rounds, args.calls, args.stock, dynamic=False)
+            return
         for row in ROWS:
             for form in ("literal", "symbolic"):
                 yield measure(row, form, args.device, args.rounds, args.calls, args.stock)

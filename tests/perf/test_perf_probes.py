@@ -359,6 +359,33 @@ def test_call_host_probe_checks_and_times_both_call_forms(tmp_path, monkeypatch)
     assert torch._inductor.config.fx_graph_cache == caching
 
 
+def test_call_host_probe_static_rows_compile_without_dynamic_sizes(tmp_path, monkeypatch):
+    """``--static``: each static row, in its call form (a literal size, or a literal scale factor),
+    compiles with ``dynamic=False``, matches eager with eager's strides and gets its times and
+    count; the package's graph of a size-only call and its scale-factor twin both run."""
+    import json
+
+    import torch
+    import torch.nn.functional as F
+
+    from perf.probes import call_host_probe
+
+    rows = [(((1, 3, 8, 6), (12, 9), "nearest", "float32", True), "scale"),
+            (((2, 4, 10), (5,), "nearest-exact", "float32", False), "literal")]
+    monkeypatch.setattr(call_host_probe, "STATIC_ROWS", rows)
+    argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--calls", "2", "--static"]
+    assert call_host_probe.main(argv) == 0
+    records = json.loads((tmp_path / "call_host_probe-pr.json").read_text())
+    assert [(r["form"], r["dynamic"]) for r in records] == [("scale", False), ("literal", False)]
+    for record in records:
+        assert record["call_us"] > 0 and record["empty_us"] > 0 and record["python_calls"] > 10
+    x = torch.randn(1, 3, 8, 6)
+    scaled = call_host_probe.interpolate((1, 3, 8, 6), (12, 9), "nearest", "scale")
+    assert torch.equal(scaled(x), F.interpolate(x, scale_factor=1.5, mode="nearest"))
+    with pytest.raises(ValueError):  # no one factor for both dims
+        call_host_probe.interpolate((1, 3, 8, 6), (12, 12), "nearest", "scale")
+
+
 def test_step_host_probe_times_a_harness_step_against_the_empty_step(tmp_path):
     """A harness training step (the CPU matrix's smallest) compiles, its gradients match eager's,
     and eager's, the compiled and the empty step each get a time and a count of Python calls;
