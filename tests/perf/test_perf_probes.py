@@ -359,31 +359,30 @@ def test_call_host_probe_checks_and_times_both_call_forms(tmp_path, monkeypatch)
     assert torch._inductor.config.fx_graph_cache == caching
 
 
-def test_call_host_probe_static_rows_compile_without_dynamic_sizes(tmp_path, monkeypatch):
-    """``--static``: each static row, in its call form (a literal size, or a literal scale factor),
-    compiles with ``dynamic=False``, matches eager with eager's strides and gets its times and
-    count; the package's graph of a size-only call and its scale-factor twin both run."""
+def test_call_host_probe_static_cases_compile_without_dynamic_sizes(tmp_path, monkeypatch):
+    """``--static``: each harness case (here a literal size and a scale factor of the CPU matrix)
+    compiles with ``dynamic=False`` as the harness builds it, matches eager with eager's strides
+    and gets its times and count; a name outside the matrix is refused; the shipped cases are
+    forwards of the CUDA matrix."""
     import json
 
-    import torch
-    import torch.nn.functional as F
-
+    from perf.cases import make_cases
     from perf.probes import call_host_probe
 
-    rows = [(((1, 3, 8, 6), (12, 9), "nearest", "float32", True), "scale"),
-            (((2, 4, 10), (5,), "nearest-exact", "float32", False), "literal")]
-    monkeypatch.setattr(call_host_probe, "STATIC_ROWS", rows)
+    names = ["interp nearest (1, 3, 500, 400)->(256, 256) uint8 channels_last size:literal",
+             "interp nearest (16, 64, 16000)->(32000,) float32 contiguous_format"]
+    cuda_forwards = {case.name for case in make_cases("cuda") if not case.backward}
+    assert set(call_host_probe.STATIC_CASES) <= cuda_forwards
+    monkeypatch.setattr(call_host_probe, "STATIC_CASES", names)
     argv = [str(tmp_path), "--device", "cpu", "--rounds", "1", "--calls", "2", "--static"]
     assert call_host_probe.main(argv) == 0
     records = json.loads((tmp_path / "call_host_probe-pr.json").read_text())
-    assert [(r["form"], r["dynamic"]) for r in records] == [("scale", False), ("literal", False)]
+    assert [(r["case"], r["dynamic"]) for r in records] == [(name, False) for name in names]
     for record in records:
         assert record["call_us"] > 0 and record["empty_us"] > 0 and record["python_calls"] > 10
-    x = torch.randn(1, 3, 8, 6)
-    scaled = call_host_probe.interpolate((1, 3, 8, 6), (12, 9), "nearest", "scale")
-    assert torch.equal(scaled(x), F.interpolate(x, scale_factor=1.5, mode="nearest"))
-    with pytest.raises(ValueError):  # no one factor for both dims
-        call_host_probe.interpolate((1, 3, 8, 6), (12, 12), "nearest", "scale")
+    monkeypatch.setattr(call_host_probe, "STATIC_CASES", ["interp nearest (3,)->(5,)"])
+    with pytest.raises(SystemExit, match="no case"):
+        call_host_probe.main(argv)
 
 
 def test_step_host_probe_times_a_harness_step_against_the_empty_step(tmp_path):
