@@ -123,6 +123,15 @@ class FPNNeck(nn.Module):
         return tuple(outputs)
 
 
+class LateralOnlyNeck(FPNNeck):
+    """``FPNNeck`` without its top-down path: each level's output convolution of its lateral
+    convolution. Every convolution of the neck, none of its upsampling or adds; its training step
+    bounds from below the neck's with any formulation of the upsampling."""
+
+    def forward(self, *features: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(out(lateral(x)) for lateral, out, x in zip(self.lateral, self.output, features))
+
+
 def _as_tuple(value) -> tuple:
     return value if isinstance(value, tuple) else (value,)
 

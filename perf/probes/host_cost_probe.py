@@ -14,7 +14,7 @@ times the batch-4 (4,3,2345,2456)->(1234,1345) training steps instead (the plain
 docs/findings.md, finding 2), without tiny twins; ``--rows neck`` the harness's FPN neck bf16
 training step (``perf.bench.FPNNeck``, its CUDA levels) with ``dynamic=True`` and ``False``, the
 same at tiny levels (its step is host time), the dynamic one under ``mode="reduce-overhead"``, the
-neck without its top-down path (``lateral_only_neck``: every convolution, no upsampling, no add; its
+neck without its top-down path (``perf.bench.LateralOnlyNeck``: every convolution, no upsampling, no add; its
 compiled step bounds from below the step of any formulation of the upsampling), and
 for the two full-size compiled steps the functions with the most host time (``cProfile``, own
 time) and the CUDA runtime calls that wait, copy or allocate. ``--rows behind``: the training
@@ -107,28 +107,16 @@ NECK_LEVELS = ((8, 64, 200, 200), (8, 128, 100, 100), (8, 256, 50, 50), (8, 512,
 TINY_NECK_LEVELS = ((8, 64, 16, 16), (8, 128, 8, 8), (8, 256, 4, 4), (8, 512, 2, 2))
 
 
-def lateral_only_neck():
-    """``perf.bench.FPNNeck`` without its top-down path: each level's output convolution of its
-    lateral convolution. The neck's convolutions, none of its upsampling or adds."""
-    from perf.bench import FPNNeck
-
-    class LateralOnlyNeck(FPNNeck):
-        def forward(self, *features):
-            return tuple(out(lateral(x)) for lateral, out, x in zip(self.lateral, self.output, features))
-
-    return LateralOnlyNeck
-
-
 def _neck_steps(dynamic: bool, levels=NECK_LEVELS, mode: str | None = None, top_down: bool = True):
     """The harness's FPN neck bf16 training step (``perf.bench._neck_workload``): compiled, eager.
-    ``top_down=False``: the same step of ``lateral_only_neck``."""
+    ``top_down=False``: the same step of ``perf.bench.LateralOnlyNeck``."""
     import torch
 
-    from perf.bench import FPNNeck
+    from perf.bench import FPNNeck, LateralOnlyNeck
     from perf.cases import NECK_OUT_CHANNELS
 
     torch.manual_seed(0)
-    neck = FPNNeck if top_down else lateral_only_neck()
+    neck = FPNNeck if top_down else LateralOnlyNeck
     model = neck(tuple(s[1] for s in levels), NECK_OUT_CHANNELS, "nearest").cuda().to(torch.bfloat16)
     features = [torch.randn(s, device="cuda", dtype=torch.bfloat16, requires_grad=True) for s in levels]
     with torch.no_grad():

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-from perf.bench import build_workload, compare_results
+from perf.bench import FPNNeck, LateralOnlyNeck, build_workload, compare_results
 from perf.cases import (
     CALL_FORMS,
     FLOAT_DTYPES,
@@ -228,6 +228,23 @@ def test_fused_fwd_bwd_workload_differentiates_both_inputs():
         expected = low_part.float().unflatten(3, (4, 2)).unflatten(2, (4, 2)).sum((3, 5))  # 2x2 blocks
         torch.testing.assert_close(full_res, grad_output[:, :2])
         torch.testing.assert_close(low_res.float(), expected, rtol=4e-2, atol=4e-2)
+
+
+def test_lateral_only_neck_is_the_neck_without_its_top_down_path():
+    """Each level of the lower-bound neck is the output convolution of its lateral convolution;
+    the coarsest level, which no upsampling reaches, is the full neck's."""
+    torch.manual_seed(0)
+    levels = ((1, 4, 8, 8), (1, 8, 4, 4), (1, 16, 2, 2))
+    neck = FPNNeck(tuple(s[1] for s in levels), 6, "nearest")
+    lateral_only = LateralOnlyNeck(tuple(s[1] for s in levels), 6, "nearest")
+    lateral_only.load_state_dict(neck.state_dict())
+    features = [torch.randn(s) for s in levels]
+    with torch.no_grad():
+        outputs, full = lateral_only(*features), neck(*features)
+        for i, x in enumerate(features):
+            assert torch.equal(outputs[i], neck.output[i](neck.lateral[i](x)))
+    assert torch.equal(outputs[-1], full[-1])
+    assert not torch.equal(outputs[0], full[0])
 
 
 def test_quick_cpu_cases_run_eagerly():

@@ -126,26 +126,50 @@ def test_gather_bytes_only_keeps_the_lambda_up_to_its_first_lane():
     assert "tmp2.store(out_ptr0 + x2);" in replaced
 
 
-def test_host_cost_probe_lateral_only_neck_is_the_neck_without_its_top_down_path():
-    """Each level of the lower-bound neck is the output convolution of its lateral convolution;
-    the coarsest level, which no upsampling reaches, is the full neck's."""
+def test_cpu_neck_probe_times_the_neck_and_its_convolutions_alone(tmp_path):
+    """The probe checks each compiled step against eager's and times every column with its page
+    faults, at small levels, with the package and (``--stock``) without, after which the package is
+    installed again."""
+    import json
+
     import torch
 
-    from perf.bench import FPNNeck
-    from perf.probes import host_cost_probe
+    import decomps
+    from perf.probes import cpu_neck_probe
 
-    torch.manual_seed(0)
-    levels = ((1, 4, 8, 8), (1, 8, 4, 4), (1, 16, 2, 2))
-    neck = FPNNeck(tuple(s[1] for s in levels), 6, "nearest")
-    lateral_only = host_cost_probe.lateral_only_neck()(tuple(s[1] for s in levels), 6, "nearest")
-    lateral_only.load_state_dict(neck.state_dict())
-    features = [torch.randn(s) for s in levels]
-    with torch.no_grad():
-        outputs, full = lateral_only(*features), neck(*features)
-        for i, x in enumerate(features):
-            assert torch.equal(outputs[i], neck.output[i](neck.lateral[i](x)))
-    assert torch.equal(outputs[-1], full[-1])
-    assert not torch.equal(outputs[0], full[0])
+    threads = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(cpu_neck_probe.NECK_SHAPE, "cpu", (1, 4, 16, 16))
+        for flags, name in (([], "cpu_neck_probe"), (["--stock"], "cpu_neck_probe-stock")):
+            args = [str(tmp_path), "--threads", "1", "--rounds", "2", "--steps", "2", *flags]
+            assert cpu_neck_probe.main(args) == 0
+            assert decomps.is_installed()
+            (record,) = json.loads((tmp_path / f"{name}.json").read_text())
+            assert record["tag"] == ("stock" if flags else "package")
+            assert record["threads"] == 1 and record["dtype"] == "float32" and record["shape"] == [1, 4, 16, 16]
+            columns = {f"{step}, {kind}" for step in ("neck, nearest", "neck, nearest-exact", "lateral only")
+                       for kind in ("compiled", "eager")}
+            assert set(record["us"]) == set(record["minor faults per step"]) == columns
+            assert all(0 < us["best"] <= us["median"] for us in record["us"].values())
+    assert torch.get_num_threads() == threads
+
+
+def test_cpu_neck_probe_lateral_only_keeps_the_neck_s_weights_inputs_and_gradients():
+    import torch
+
+    from perf.bench import LateralOnlyNeck, build_workload
+    from perf.cases import Case
+    from perf.probes.cpu_neck_probe import lateral_only
+
+    work = build_workload(Case("fpn_neck", "cpu", (1, 4, 8, 8), "float32", mode="nearest-exact"))
+    bound = lateral_only(work)
+    assert isinstance(bound.forward, LateralOnlyNeck) and bound.forward.mode == "nearest-exact"
+    assert bound.args is work.args and bound.grad_outputs is work.grad_outputs
+    assert bound.wrt == (*bound.forward.parameters(), *work.args)
+    for mine, theirs in zip(bound.forward.parameters(), work.forward.parameters()):
+        assert torch.equal(mine, theirs) and mine is not theirs
+    grads = bound.runner(bound.forward)(*bound.args)
+    assert [g.shape for g in grads] == [g.shape for g in work.runner(work.forward)(*work.args)]
 
 
 def test_cpu_step_probe_splits_the_compiled_step(tmp_path):
