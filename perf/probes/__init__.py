@@ -190,6 +190,14 @@ def tag_probe_main(name: str, argv, add_arguments, records) -> int:
     return 0
 
 
+def minor_faults() -> int:
+    """The process's minor page faults so far (``getrusage``): memory the allocator gave back to
+    the system and a call touched again."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def cpu_rows(name: str, out_dir, threads, rows, measure) -> int:
     """``main``'s loop of a CPU probe: ``measure(n, *row)`` for each thread count ``n`` and row,
     printed as it comes; all records go to ``OUT_DIR/NAME.json``, and the process's thread count

@@ -10,9 +10,10 @@ per step (best and median round) and minor page faults per step:
 * ``neck, MODE, compiled`` and ``neck, MODE, eager``: the harness's step (``perf.bench``'s
   ``fpn_neck`` workload at its CPU levels, ``dynamic=True``), for both modes;
 * ``lateral only, compiled`` and ``lateral only, eager``: the same step of
-  ``perf.bench.LateralOnlyNeck`` with the neck's weights, every convolution of the neck and none of its upsampling or adds.
-  Its compiled step bounds from below the compiled step of any formulation of the upsampling: where
-  it is no faster than the neck's eager step, no kernel of the package puts the neck ahead of eager.
+  ``perf.bench.LateralOnlyNeck`` with the neck's weights, every convolution of the neck and none
+  of its upsampling or adds. Its compiled step bounds from below the compiled step of any
+  formulation of the upsampling: where it is no faster than the neck's eager step, no kernel of the
+  package puts the neck ahead of eager.
 
 ``--stock`` measures stock Inductor (``decomps.uninstall()`` first, installed again at the end).
 Each compiled gradient is checked against eager's with the harness's check. Writes
@@ -22,7 +23,6 @@ Each compiled gradient is checked against eager's with the harness's check. Writ
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import time
 from dataclasses import replace
@@ -33,11 +33,7 @@ import torch
 import decomps
 from perf.bench import LateralOnlyNeck, Workload, build_workload, compare_results
 from perf.cases import MODES, NECK_OUT_CHANNELS, NECK_SHAPE, Case
-from perf.probes import cpu_rows
-
-
-def _faults() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+from perf.probes import cpu_rows, minor_faults
 
 
 def lateral_only(work: Workload) -> Workload:
@@ -74,12 +70,12 @@ def measure(threads: int, dtype: str, shape, rounds: int, steps: int) -> dict:
     faults = dict.fromkeys(columns, 0)
     for _ in range(rounds):
         for name, fn in columns.items():
-            before = _faults()
+            before = minor_faults()
             start = time.perf_counter()
             for _ in range(steps):
                 fn()
             times[name].append((time.perf_counter() - start) / steps * 1e6)
-            faults[name] += _faults() - before
+            faults[name] += minor_faults() - before
     return {
         "tag": "package" if decomps.is_installed() else "stock",
         "threads": threads,

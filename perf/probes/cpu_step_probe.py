@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ import torch.nn.functional as F
 
 import decomps  # noqa: F401  (installs)
 from perf.bench import GRAD_TOLERANCE
-from perf.probes import compiled_graphs, cpu_rows
+from perf.probes import compiled_graphs, cpu_rows, minor_faults
 
 ROWS = {"1200x1300": ((1, 3, 1200, 1300), (200, 300)), "300x400": ((1, 3, 300, 400), (600, 700))}
 TINY = ((1, 3, 12, 13), (2, 3))
@@ -56,10 +55,6 @@ def _step(fn, x, g, kwargs):
 def _inputs(shape, size):
     x = torch.randn(shape, requires_grad=True)
     return x, torch.randn(*shape[:2], *size), {"size": size, "mode": "nearest"}
-
-
-def _faults() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def measure(threads: int, shape, size, rounds: int, steps: int) -> dict:
@@ -107,7 +102,7 @@ def measure(threads: int, shape, size, rounds: int, steps: int) -> dict:
         for name, fn in columns.items():
             graphs_timed = name == "compiled step"
             inside.update(forward=0.0, backward=0.0)
-            before = _faults()
+            before = minor_faults()
             with mock.patch.object(CompiledFxGraph, "__call__", timed) if graphs_timed else contextlib.nullcontext():
                 start = time.perf_counter()
                 for _ in range(steps):
@@ -117,7 +112,7 @@ def measure(threads: int, shape, size, rounds: int, steps: int) -> dict:
                     del out
                 times[name].append((time.perf_counter() - start) / steps * 1e6)
             if name in faults:
-                faults[name] += _faults() - before
+                faults[name] += minor_faults() - before
             if graphs_timed:
                 parts = [inside["forward"] / steps * 1e6, inside["backward"] / steps * 1e6]
                 for key, us in zip(split, [*parts, times[name][-1] - sum(parts)]):

@@ -77,9 +77,8 @@ def rows(dtypes, layouts):
 
 
 def measure(shape, osize, dtype, layout, mode, form, rounds: int, calls: int) -> dict:
-    import resource
-
     from decomps import kernel_choice
+    from perf.probes import minor_faults
     from perf.probes.index_table_probe import _input, interpolate
 
     x = _input(shape, dtype, layout)
@@ -99,12 +98,12 @@ def measure(shape, osize, dtype, layout, mode, form, rounds: int, calls: int) ->
     for _ in range(rounds):
         for name, fn in columns.items():
             fn(x)
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            before = minor_faults()
             start = time.perf_counter()
             for _ in range(calls):
                 fn(x)
             times[name].append((time.perf_counter() - start) / calls * 1e6)
-            faults[name] = max(faults[name], (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // calls)
+            faults[name] = max(faults[name], (minor_faults() - before) // calls)
     ratio = {name: round(statistics.median(t / e for t, e in zip(ts, times["eager"])), 3) for name, ts in times.items()}
     return {"shape": list(shape), "osize": list(osize), "dtype": dtype, "layout": layout, "mode": mode, "form": form,
             "ratio": ratio, "best_us": {name: round(min(ts), 1) for name, ts in times.items()},

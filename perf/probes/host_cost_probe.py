@@ -14,8 +14,8 @@ times the batch-4 (4,3,2345,2456)->(1234,1345) training steps instead (the plain
 docs/findings.md, finding 2), without tiny twins; ``--rows neck`` the harness's FPN neck bf16
 training step (``perf.bench.FPNNeck``, its CUDA levels) with ``dynamic=True`` and ``False``, the
 same at tiny levels (its step is host time), the dynamic one under ``mode="reduce-overhead"``, the
-neck without its top-down path (``perf.bench.LateralOnlyNeck``: every convolution, no upsampling, no add; its
-compiled step bounds from below the step of any formulation of the upsampling), and
+neck without its top-down path (``perf.bench.LateralOnlyNeck``: every convolution, no upsampling,
+no add; its compiled step bounds from below the step of any formulation of the upsampling), and
 for the two full-size compiled steps the functions with the most host time (``cProfile``, own
 time) and the CUDA runtime calls that wait, copy or allocate. ``--rows behind``: the training
 steps whose eager step is within about 100 us over the empty compiled step, each with its
