@@ -10,8 +10,9 @@ kernels (``size_variants``) with the flat forms of the tiled ones (``flat_source
 static launcher for the package's own Triton kernels (``static_launch``), launches of the
 package's kernels without ``CachingAutotuner.run``'s per-launch work (``cached_launch``), the
 vector loads and stores of the package's CPU gathers (``cpu_gathers``), unmasked stores of its
-C++ kernels' short vectors (``cpu_stores``) and each OpenMP thread's own copy of those kernels'
-sizes (``cpu_sizes``). It returns a callable that
+C++ kernels' short vectors (``cpu_stores``), each OpenMP thread's own copy of those kernels'
+sizes (``cpu_sizes``) and their floor divisions of nonnegative integers as C++ divisions
+(``cpu_divisions``). It returns a callable that
 restores Inductor's stock state exactly.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import (aten_kernels, cached_launch, channel_rows, cpu_gathers, cpu_sizes, cpu_stores, divisibility,
+from . import (aten_kernels, cached_launch, channel_rows, cpu_divisions, cpu_gathers, cpu_sizes, cpu_stores, divisibility,
                index_tables, package_kernels, positive_sizes, repeat, size_variants, static_launch)
 from ._undo import swap_entries
 
@@ -80,7 +81,7 @@ def missing_codegen_hooks() -> list[str]:
 def codegen_hooks() -> dict[str, object]:
     """The Inductor attributes ``install`` replaces for the code generation facts (the class
     entry, so a classmethod compares by identity)."""
-    from torch._inductor.codegen import cpp, simd, triton
+    from torch._inductor.codegen import cpp, cpp_utils, simd, triton
     from torch._inductor.runtime import triton_heuristics
     from torch._inductor.sizevars import SizeVarAllocator
 
@@ -89,6 +90,9 @@ def codegen_hooks() -> dict[str, object]:
         "CppKernelProxy.codegen_nodes": cpp.CppKernelProxy.__dict__.get("codegen_nodes"),
         "CppVecKernel._get_store_line": cpp.CppVecKernel.__dict__.get("_get_store_line"),
         "KernelGroup.codegen_group": cpp.KernelGroup.__dict__.get("codegen_group"),
+        "CppScheduling.codegen_node": cpp.CppScheduling.__dict__.get("codegen_node"),
+        "CppPrinter._print_FloorDiv": cpp_utils.CppPrinter.__dict__.get("_print_FloorDiv"),
+        "CppPrinter._print_ModularIndexing": cpp_utils.CppPrinter.__dict__.get("_print_ModularIndexing"),
         "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
@@ -121,6 +125,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     undo.append(cpu_gathers.install())
     undo.append(cpu_stores.install())
     undo.append(cpu_sizes.install())
+    undo.append(cpu_divisions.install())
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()
 
