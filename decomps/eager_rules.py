@@ -96,15 +96,27 @@ def _cpu_channels_last_kernel(input: Tensor, output_size) -> bool | Tensor:
     return _either(wide, size_test(operator.le, output_size[0] + output_size[1], 128))
 
 
-def _cpu_kernel_maps_agree(generic: Rule, scale: float | None) -> bool:
+def _cpu_kernel_maps_agree(generic: Rule, isize, osize, scale: float | None) -> bool:
     """Whether eager's two CPU forward kernels read the same inputs along a dim.
 
-    They do for nearest without an explicit scale on a non-float64 input: both compute
-    ``floor(o * fl32(fl32(I) / fl32(O)))``, and the header's special cases agree with it (a scale
-    of exactly 1 for ``O == I``, 0.5 for ``O == 2I``). Checked against eager in
-    tests/test_eager_rules.py. nearest-exact, float64 and explicit scales can differ.
+    For nearest on a non-float64 input both compute ``floor(o * s)`` with the same float32 ``s``
+    (``1 / scale``, or ``fl32(I) / fl32(O)``); the channels-last kernel's header helper first
+    returns ``o`` where ``O == I`` and ``o // 2`` where ``O == 2I``. Without an explicit scale
+    those agree with the formula; with one they never fire where the sizes prove ``O != I`` and
+    ``O != 2I`` (static sizes, or an output size computed from the scale:
+    ``size_conditions.scaled_size_differs``). Checked against eager in tests/test_eager_rules.py.
+    nearest-exact and float64 can differ.
     """
-    return not generic.exact and not generic.double and not is_explicit(scale)
+    if generic.exact or generic.double:
+        return False
+    return not is_explicit(scale) or not any(_may_equal(isize, osize, scale, k) for k in (1, 2))
+
+
+def _may_equal(isize, osize, scale: float | None, k: int) -> bool:
+    """Whether ``osize == k * isize`` is possible (a header special case may fire)."""
+    if is_static(isize, osize):
+        return osize == k * isize
+    return not scaled_size_differs(isize, osize, scale, k)
 
 
 def is_explicit(scale: float | None) -> bool:
@@ -125,9 +137,9 @@ class KernelChoice:
     channels_last: Rule
     generic: Rule
 
-    def along(self, scale: float | None) -> Rule | KernelChoice:
+    def along(self, isize, osize, scale: float | None) -> Rule | KernelChoice:
         """The rule of one dim: the generic one wherever both kernels' maps agree."""
-        return self.generic if _cpu_kernel_maps_agree(self.generic, scale) else self
+        return self.generic if _cpu_kernel_maps_agree(self.generic, isize, osize, scale) else self
 
 
 def forward_rule(input: Tensor, output_size, exact: bool, scales) -> Rule | KernelChoice:
@@ -143,7 +155,7 @@ def forward_rule(input: Tensor, output_size, exact: bool, scales) -> Rule | Kern
         generic = Rule(exact=True, double=double, centre_shift=True, fma=_cpu_uses_fma())
     else:
         generic = Rule(exact=False, double=double)
-    if all(_cpu_kernel_maps_agree(generic, s) for s in scales):
+    if all(_cpu_kernel_maps_agree(generic, i, o, s) for i, o, s in zip(input.shape[2:], output_size, scales)):
         return generic  # whichever kernel eager runs: nothing to decide, nothing to guard
     # The channels-last kernel uses the header helpers for every dtype: float32 scale; nearest
     # has the special cases.
@@ -301,7 +313,7 @@ def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | Kern
     """Eager's input index for output indices ``o`` (an integer tensor) along one dim, in ``o``'s
     dtype, or int32 where static sizes prove it fits."""
     if isinstance(rule, KernelChoice):
-        rule = rule.along(scale)
+        rule = rule.along(isize, osize, scale)
     if isinstance(rule, KernelChoice):
         return torch.where(
             rule.use_channels_last,

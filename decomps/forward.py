@@ -146,7 +146,8 @@ def upsample_nearest(
             idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)
             innermost = d == n - 1 and memory_format == torch.contiguous_format
             # The rows' table holds the innermost map already (_gather_channel_rows).
-            table = not (rows and d == n - 1) and kernel_choice.index_table(input, innermost, rule, scales[d])
+            dim_rule = rule.along(isizes[d], output_size[d], scales[d]) if isinstance(rule, eager_rules.KernelChoice) else rule
+            table = not (rows and d == n - 1) and kernel_choice.index_table(input, innermost, dim_rule)
             if table:
                 idx = index_tables.index_table(idx)
                 tables = True

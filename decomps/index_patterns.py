@@ -90,7 +90,7 @@ def forward_pattern(isize, osize, scale, rule: Rule | KernelChoice) -> Pattern |
     """The index-free pattern of eager's forward map along one dim, if any: proved on the host
     for static sizes, under guards for symbolic ones."""
     if isinstance(rule, KernelChoice):
-        rule = rule.along(scale)
+        rule = rule.along(isize, osize, scale)
     if isinstance(rule, KernelChoice):
         # Either kernel may run: a pattern only where both maps follow it.
         pattern = forward_pattern(isize, osize, scale, rule.channels_last)

@@ -258,7 +258,7 @@ def repeat_op(tensor: Tensor, patterns) -> bool:
     return _eligible(tensor, REPEAT_KERNEL_DEVICES, layouts) and 1 < taps <= MAX_REPEAT_TAPS
 
 
-def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale: float | None) -> bool:
+def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice) -> bool:
     """Whether a gathered dim loads its index from a table computed once per call
     (``index_tables``) instead of computing it wherever it is read: on CPU, where the dim is the
     output's innermost in memory (its map is computed per element) and the C++ backend's
@@ -273,15 +273,13 @@ def index_table(input: Tensor, innermost: bool, rule: Rule | KernelChoice, scale
     channels-last (1,3,300,400)->(600,700) nearest with a literal size took 753 us computing it
     and 1071 us loading it (docs/design.md, "Index tables").
 
-    ``innermost``: the dim is the last spatial dim of a contiguous output; ``rule``, ``scale``:
-    the op's rule and the dim's ``scales_*`` argument.
+    ``innermost``: the dim is the last spatial dim of a contiguous output; ``rule``: the dim's
+    rule (``KernelChoice.along``), a ``KernelChoice`` only where the two kernels' maps differ.
     """
     if not _eligible(input, INDEX_TABLE_DEVICES, layouts=None):
         return False
     if innermost:
         return _wide_vectors() or _table_gathers(input.dtype)
-    if isinstance(rule, KernelChoice):
-        rule = rule.along(scale)
     return isinstance(rule, KernelChoice) or rule.centre_shift or rule.double
 
 

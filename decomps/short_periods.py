@@ -131,7 +131,7 @@ def forward_period(
     """Eager's forward map along one dim as a ``Period`` of at most ``max_length`` outputs: proved
     on the host for static sizes, under guards (``holds_where_taken``) for symbolic ones."""
     if isinstance(rule, KernelChoice):
-        rule = rule.along(scale)
+        rule = rule.along(isize, osize, scale)
     if isinstance(rule, KernelChoice):
         period = forward_period(isize, osize, scale, rule.channels_last, max_length)
         same = period == forward_period(isize, osize, scale, rule.generic, max_length)

@@ -334,6 +334,35 @@ class TestCpuKernelChoice(TestCase):
                     self.assertEqual(rule, eager_rules.Rule(exact=False))
         self.assertEqual([d for d, n in differ.items() if n], [torch.float64])
 
+    def test_cpu_kernels_agree_for_nearest_with_scale_where_no_special_case_fires(self):
+        """With an explicit scale, eager's two CPU nearest kernels read the same inputs wherever
+        the output size is neither I nor 2I (the header's special cases), and forward_rule then
+        decides nothing; where it is I they differ, and forward_rule decides."""
+        def both_kernels(isize, osize, scale):
+            v = torch.arange(isize)
+            rows = torch.stack([v // 64, v % 64]).float()
+            generic = rows.view(1, 2, isize, 1)
+            channels_last = torch.cat([rows, rows]).view(1, 4, isize, 1).contiguous(memory_format=torch.channels_last)
+            a = aten.upsample_nearest2d.default(generic, [osize, 200], scale, None)[0, :, :, 0]
+            b = aten.upsample_nearest2d.default(channels_last, [osize, 200], scale, None)[0, :2, :, 0]
+            return generic, channels_last, torch.equal(a, b)
+
+        for isize in range(1, 60):
+            for scale in (0.3, 0.7, 1.3, 1.5, 1.7, 2.5, 3.1):
+                osize = max(1, int(isize * scale))
+                generic, channels_last, same = both_kernels(isize, osize, scale)
+                if osize in (isize, 2 * isize):
+                    continue
+                self.assertTrue(same, msg=(isize, osize, scale))
+                for x in (generic, channels_last):
+                    rule = eager_rules.forward_rule(x, [osize, 200], False, [scale, None])
+                    self.assertEqual(rule, eager_rules.Rule(exact=False), msg=(isize, osize, scale))
+        # O == I with a scale other than 1: the channels-last kernel copies, the generic one scales.
+        generic, channels_last, same = both_kernels(5, 5, 1.7)
+        self.assertFalse(same)
+        self.assertEqual(eager_rules.forward_rule(channels_last, [5, 200], False, [1.7, None]),
+                         eager_rules.Rule(exact=False, header_special=True))
+
 
 instantiate_device_type_tests(TestEagerRules, globals(), only_for=("cpu", "cuda"))
 

@@ -471,23 +471,26 @@ def test_index_table_rule(vector_bits):
     externs = {torch.float32: False, torch.uint8: False, torch.bfloat16: wide, torch.float16: True, torch.float64: True}
     for dtype, innermost_table in tables.items():
         y = x.to(dtype)  # the innermost map, else computed per element
-        assert kernel_choice.index_table(y, True, nearest, None) == innermost_table, dtype
-        assert kernel_choice.index_table(y, True, exact, None) == innermost_table, dtype
+        assert kernel_choice.index_table(y, True, nearest) == innermost_table, dtype
+        assert kernel_choice.index_table(y, True, exact) == innermost_table, dtype
         assert kernel_choice.aten_forward(y, [None, None]) == externs[dtype], dtype
     with mock.patch.object(cpu_vectors, "vector_bits", lambda: 128):  # narrower than AVX2's
-        assert not kernel_choice.index_table(x, True, nearest, None)
+        assert not kernel_choice.index_table(x, True, nearest)
         assert kernel_choice.aten_forward(x, [None, None])
-    assert not kernel_choice.index_table(x, False, nearest, None)  # per row: computing is as cheap
-    assert kernel_choice.index_table(x, False, exact, None)
-    assert kernel_choice.index_table(x, False, Rule(exact=False, double=True), None)
-    assert kernel_choice.index_table(x, False, both, None)
-    # Both kernels' nearest maps agree without a scale: the generic float32 one alone.
+    assert not kernel_choice.index_table(x, False, nearest)  # per row: computing is as cheap
+    assert kernel_choice.index_table(x, False, exact)
+    assert kernel_choice.index_table(x, False, Rule(exact=False, double=True))
+    assert kernel_choice.index_table(x, False, both)
+    # Both kernels' nearest maps agree without a scale, and with one where O is neither I nor 2I:
+    # the generic float32 one alone.
     both_nearest = KernelChoice(torch.tensor(True), Rule(exact=False, header_special=True), nearest)
-    assert not kernel_choice.index_table(x, False, both_nearest, None)
-    assert kernel_choice.index_table(x, False, both_nearest, 1.7)
-    assert not kernel_choice.index_table(x.to("meta"), False, exact, None)  # not among the devices
+    assert not kernel_choice.index_table(x, False, both_nearest.along(4, 6, None))
+    assert not kernel_choice.index_table(x, False, both_nearest.along(4, 7, 1.7))
+    assert kernel_choice.index_table(x, False, both_nearest.along(4, 4, 1.7))
+    assert kernel_choice.index_table(x, False, both_nearest.along(4, 8, 1.7))
+    assert not kernel_choice.index_table(x.to("meta"), False, exact)  # not among the devices
     with mock.patch.object(torch.compiler, "is_exporting", lambda: True):
-        assert not kernel_choice.index_table(x, False, exact, None)
+        assert not kernel_choice.index_table(x, False, exact)
 
 
 def test_few_channels_rule(vector_bits):
@@ -557,6 +560,10 @@ INDEX_TABLE_ROWS = {
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (2, 2),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (1, 1),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): (1, 1),  # H repeats
+    # x1.5 by scale_factor: the output size proves O != I, 2I, so nearest has one map for both
+    # kernels, computed per pixel; nearest-exact's maps differ, each dim's selected in a table.
+    ((64, 64, 64), (96, 96, 96), "float32", "channels_last_3d", "nearest"): (0, 0),
+    ((64, 64, 64), (96, 96, 96), "float32", "channels_last_3d", "nearest-exact"): (3, 3),
 }
 
 
@@ -565,7 +572,7 @@ def test_index_tables_for_the_harness_cpu_rows(vector_bits):
     seen = set()
     for case in perf_cases.make_cases("cpu"):
         key = (case.shape[2:], case.osize, case.dtype, case.memory_format, case.mode)
-        if case.kind == "interp" and case.shape[0] == 1 and key in INDEX_TABLE_ROWS:
+        if case.kind == "interp" and (case.shape[0] == 1 or len(case.shape) == 5) and key in INDEX_TABLE_ROWS:
             seen.add(key)
             assert _index_tables(case) == INDEX_TABLE_ROWS[key][wide], case.name
     assert seen == set(INDEX_TABLE_ROWS)
