@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 from unittest import mock
 
 import torch
@@ -60,6 +61,18 @@ def generated_gathers():
     ``generated_code``."""
     with mock.patch.object(kernel_choice, "ATEN_KERNEL_DEVICES", ()):
         yield
+
+
+def dynamic_cpp_kernels(fn, *args):
+    """``fn``'s result compiled with dynamic shapes at 2 threads, and the C++ source of each of its
+    kernels (the package's gathers generated on any machine, ``generated_gathers``)."""
+    from torch._inductor import config
+    from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
+
+    torch._dynamo.reset()
+    with fresh_inductor_cache(), mock.patch.object(config.cpp, "threads", 2), generated_gathers():
+        out, codes = run_and_get_code(torch.compile(fn, dynamic=True, fullgraph=True), *args)
+    return out, re.findall(r"r'''\n(.*?)'''", "\n".join(codes), re.S)
 
 
 @contextlib.contextmanager

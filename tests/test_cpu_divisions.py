@@ -5,33 +5,22 @@ Inductor's ``c10::div_floor_integer``, and the results are eager's."""
 from __future__ import annotations
 
 import re
-from unittest import mock
 
 import pytest
 import sympy
 import torch
 import torch.nn.functional as F
-from torch._inductor import config
 from torch._inductor.codegen.cpp_utils import cexpr
-from torch._inductor.utils import fresh_inductor_cache, run_and_get_code, sympy_index_symbol
+from torch._inductor.utils import fresh_inductor_cache, sympy_index_symbol
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 import decomps
 from lowerings import cpu_divisions
-from tests.common import generated_gathers
+from tests.common import dynamic_cpp_kernels, generated_gathers
 
 FLOOR = "c10::div_floor_integer("
 # The output size of a scale factor of 1.5 as the package writes it: (3 * s) // 2.
 SIZE_QUOTIENT = re.compile(r"\(static_cast<int64_t>\(3L\*ks\d+\) / static_cast<int64_t>\(2L\)\)")
-
-
-def _kernels(fn, *args):
-    """fn's result compiled with dynamic shapes at 2 threads, and the C++ source of each kernel
-    (the package's gathers generated on any machine)."""
-    torch._dynamo.reset()
-    with fresh_inductor_cache(), mock.patch.object(config.cpp, "threads", 2), generated_gathers():
-        out, codes = run_and_get_code(torch.compile(fn, dynamic=True, fullgraph=True), *args)
-    return out, re.findall(r"r'''\n(.*?)'''", "\n".join(codes), re.S)
 
 
 def test_hooks_exist():
@@ -50,7 +39,7 @@ def test_package_kernels_divide_sizes_in_cpp(shape, memory_format, mode):
     and index their stores with C++'s division, and compute eager's result."""
     x = torch.randn(shape).contiguous(memory_format=memory_format)
     kwargs = {"scale_factor": 1.5, "mode": mode}
-    out, kernels = _kernels(lambda x: F.interpolate(x, **kwargs), x)
+    out, kernels = dynamic_cpp_kernels(lambda x: F.interpolate(x, **kwargs), x)
     expected = F.interpolate(x, **kwargs)
     assert torch.equal(out, expected) and out.stride() == expected.stride()
     source = "\n".join(kernels)
@@ -73,7 +62,7 @@ def test_one_compiled_kernel_is_eager_for_each_size(isize):
 
 def test_other_kernels_keep_inductor_code():
     x = torch.randn(64, 1000)
-    out, kernels = _kernels(lambda x: x[:, ::3] * 2, x)
+    out, kernels = dynamic_cpp_kernels(lambda x: x[:, ::3] * 2, x)
     assert torch.equal(out, x[:, ::3] * 2)
     assert any(FLOOR in kernel for kernel in kernels)
 
@@ -83,11 +72,11 @@ def test_uninstalled_kernels_are_stock():
     fn = lambda x: F.interpolate(x, scale_factor=1.5)  # noqa: E731
     decomps.uninstall()
     try:
-        _, kernels = _kernels(fn, x)
+        _, kernels = dynamic_cpp_kernels(fn, x)
     finally:
         decomps.install()
     assert not any(SIZE_QUOTIENT.search(kernel) for kernel in kernels)
-    _, kernels = _kernels(fn, x)
+    _, kernels = dynamic_cpp_kernels(fn, x)
     assert any(SIZE_QUOTIENT.search(kernel) for kernel in kernels)
 
 

@@ -5,29 +5,17 @@ Inductor's code, and the results are eager's."""
 from __future__ import annotations
 
 import re
-from unittest import mock
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._inductor import config
-from torch._inductor.utils import fresh_inductor_cache, run_and_get_code
 
 import decomps
 from lowerings import cpu_sizes
-from tests.common import generated_gathers
+from tests.common import dynamic_cpp_kernels
 
 PARALLEL = re.compile(r"#pragma omp parallel\b[^\n]*")
 SIZE_PARAMETER = re.compile(r"const int64_t (ks\d+)")
-
-
-def _kernels(fn, *args):
-    """fn's result compiled with dynamic shapes at 2 threads, and the C++ source of each kernel
-    (the package's gathers generated on any machine)."""
-    torch._dynamo.reset()
-    with fresh_inductor_cache(), mock.patch.object(config.cpp, "threads", 2), generated_gathers():
-        out, codes = run_and_get_code(torch.compile(fn, dynamic=True, fullgraph=True), *args)
-    return out, re.findall(r"r'''\n(.*?)'''", "\n".join(codes), re.S)
 
 
 def _regions(kernel: str) -> list[tuple[str, list[str]]]:
@@ -44,7 +32,7 @@ def _regions(kernel: str) -> list[tuple[str, list[str]]]:
 def test_package_kernels_take_private_sizes(isize, osize, mode):
     x = torch.randn(2, 3, *isize)
     kwargs = {"size": osize, "mode": mode}
-    out, kernels = _kernels(lambda x: F.interpolate(x, **kwargs), x)
+    out, kernels = dynamic_cpp_kernels(lambda x: F.interpolate(x, **kwargs), x)
     expected = F.interpolate(x, **kwargs)
     assert torch.equal(out, expected) and out.stride() == expected.stride()
     regions = [region for kernel in kernels for region in _regions(kernel)]
@@ -58,14 +46,14 @@ def test_fused_neighbours_are_eager_exactly():
     """The FPN merge's add is in the package's kernel, so it runs with private sizes too."""
     lateral, top = torch.randn(1, 8, 40, 36), torch.randn(1, 8, 20, 18)
     fn = lambda lateral, top: lateral + F.interpolate(top, scale_factor=2.0)  # noqa: E731
-    out, kernels = _kernels(fn, lateral, top)
+    out, kernels = dynamic_cpp_kernels(fn, lateral, top)
     assert torch.equal(out, fn(lateral, top))
     assert any("firstprivate(" in kernel for kernel in kernels)
 
 
 def test_other_kernels_keep_inductor_code():
     x = torch.randn(64, 1000)
-    out, kernels = _kernels(lambda x: x[:, ::3] * 2, x)
+    out, kernels = dynamic_cpp_kernels(lambda x: x[:, ::3] * 2, x)
     assert torch.equal(out, x[:, ::3] * 2)
     assert kernels and any(PARALLEL.search(kernel) for kernel in kernels)
     assert not any("firstprivate" in kernel for kernel in kernels)
@@ -76,11 +64,11 @@ def test_uninstalled_kernels_are_stock():
     fn = lambda x: F.interpolate(x, size=(60, 70))  # noqa: E731
     decomps.uninstall()
     try:
-        _, kernels = _kernels(fn, x)
+        _, kernels = dynamic_cpp_kernels(fn, x)
     finally:
         decomps.install()
     assert kernels and not any("firstprivate" in kernel for kernel in kernels)
-    _, kernels = _kernels(fn, x)
+    _, kernels = dynamic_cpp_kernels(fn, x)
     assert any("firstprivate" in kernel for kernel in kernels)
 
 
