@@ -11,7 +11,8 @@ Everything here works on one spatial dim. Sizes may be ints or SymInts; ``scale`
 optional ``scales_*`` argument (a Python float; eager ignores values <= 0). Where eager's choice
 between maps depends on symbolic sizes (CPU kernel, the header's special cases), the index is
 selected at run time (``KernelChoice``, ``torch.where``), not under a guard: a guard would narrow
-a ``torch.export`` program and AOTInductor drops it.
+a ``torch.export`` program and AOTInductor drops it. The one guard is a channels-last example's
+channel count over 3 under ``torch.compile`` (``_cpu_channels_last_kernel``).
 
 Each float32 rounding of eager is one float32 op or one float64 -> float32 convert (products
 that eager forms in double, or with an FMA, are exact in float64 here and converted once), never
@@ -79,18 +80,24 @@ def _either(a: bool | Tensor, b: bool | Tensor) -> bool | Tensor:
     return a | b
 
 
-def _cpu_channels_last_kernel(input: Tensor, output_size) -> bool | Tensor:
+def _cpu_channels_last_kernel(input: Tensor, output_size, guard: bool) -> bool | Tensor:
     """ATen's UpSampleKernel.cpp choice between its channels-last kernel and the generic one.
 
     A Python bool for static sizes, a 0-d bool tensor (see ``size_conditions.size_test``) for symbolic ones. The
-    memory format stays a Python bool: strides are guarded anyway.
+    memory format stays a Python bool: strides are guarded anyway. With ``guard`` (maps that differ
+    beyond the header's special cases), a symbolic channel count over 3 in the example is a guard
+    (``holds_where_taken``: a layer keeps its channel count, and one map costs less than both and
+    a selection); at most 3 stays a run-time test.
     """
     if input.dim() not in (4, 5):
         return False
-    wide = size_test(operator.gt, input.size(1), 3)
     memory_format = torch.channels_last if input.dim() == 4 else torch.channels_last_3d
-    if wide is not False and not bool(input.is_contiguous(memory_format=memory_format)):
+    if not bool(input.is_contiguous(memory_format=memory_format)):
         wide = False
+    elif guard and holds_where_taken(input.size(1) > 3):
+        wide = True
+    else:
+        wide = size_test(operator.gt, input.size(1), 3)
     if input.dim() == 5 or wide is True:
         return wide
     return _either(wide, size_test(operator.le, output_size[0] + output_size[1], 128))
@@ -160,7 +167,7 @@ def forward_rule(input: Tensor, output_size, exact: bool, scales) -> Rule | Kern
     # The channels-last kernel uses the header helpers for every dtype: float32 scale; nearest
     # has the special cases.
     channels_last = Rule(exact=exact, header_special=not exact)
-    use_channels_last = _cpu_channels_last_kernel(input, output_size)
+    use_channels_last = _cpu_channels_last_kernel(input, output_size, guard=exact or double)
     if isinstance(use_channels_last, bool):
         return channels_last if use_channels_last else generic
     return KernelChoice(use_channels_last, channels_last, generic)

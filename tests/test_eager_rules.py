@@ -363,6 +363,26 @@ class TestCpuKernelChoice(TestCase):
         self.assertEqual(eager_rules.forward_rule(channels_last, [5, 200], False, [1.7, None]),
                          eager_rules.Rule(exact=False, header_special=True))
 
+    def test_more_than_3_channels_in_the_example_is_a_guard(self):
+        """A channels-last input whose example has more than 3 channels takes the channels-last
+        kernel's map under a guard on the channel count: more channels reuse the graph, 3 channels
+        compile another. Exact throughout; while exporting, no guard (selected at run time)."""
+        import torch._dynamo.testing
+        import torch.nn.functional as F
+
+        torch._dynamo.reset()
+        counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+        fn = lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact")  # noqa: E731
+        compiled = torch.compile(fn, backend=counter, dynamic=True)
+        for channels, graphs in ((8, 1), (9, 1), (3, 2)):  # none equal to a spatial size (duck sizing)
+            x = torch.rand(2, channels, 5, 6, 7).contiguous(memory_format=torch.channels_last_3d)
+            self.assertTrue(torch.equal(compiled(x), fn(x)), msg=channels)
+            self.assertEqual(counter.frame_count, graphs, msg=channels)
+        env, (c,) = symbolic_sizes(5)
+        with exporting():
+            self.assertFalse(size_conditions.holds_where_taken(c > 3))  # no proof: selected at run time
+        self.assertEqual(env.guards, [])
+
 
 instantiate_device_type_tests(TestEagerRules, globals(), only_for=("cpu", "cuda"))
 

@@ -560,10 +560,11 @@ INDEX_TABLE_ROWS = {
     ((500, 400), (256, 256), "uint8", "channels_last", "nearest-exact"): (2, 2),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest"): (1, 1),
     ((300, 400), (600, 700), "float32", "channels_last", "nearest-exact"): (1, 1),  # H repeats
-    # x1.5 by scale_factor: the output size proves O != I, 2I, so nearest has one map for both
-    # kernels, computed per pixel; nearest-exact's maps differ, each dim's selected in a table.
+    # x1.5 by scale_factor, 32 channels: the channels-last kernel's maps under a guard on the
+    # channel count, computed per pixel (nearest's would be the generic one's anyway: the output
+    # size proves O != I, 2I).
     ((64, 64, 64), (96, 96, 96), "float32", "channels_last_3d", "nearest"): (0, 0),
-    ((64, 64, 64), (96, 96, 96), "float32", "channels_last_3d", "nearest-exact"): (3, 3),
+    ((64, 64, 64), (96, 96, 96), "float32", "channels_last_3d", "nearest-exact"): (0, 0),
 }
 
 

@@ -657,14 +657,18 @@ def test_guards_of_the_fast_paths():
         assert _has(guards, r"^Ne\(TruncToInt\(1\.3\*ToFloat\(s\d+\)\), s\d+\)$"), guards
         assert not _has(guards, r"9007199254740992"), guards
         # the kernels' maps differ (nearest-exact, 2.0000001 where osize == 2 * isize): selected
-        # at run time, for contiguous and channels-last inputs alike
-        for fn, memory_format in (
-            (_f(scale_factor=1.5, mode="nearest-exact"), None),
-            (_f(scale_factor=1.5, mode="nearest-exact"), torch.channels_last),
-            (_f(scale_factor=2.0000001), None),
+        # at run time for a contiguous input (where only oh + ow decides) and for a channels-last
+        # one of at most 3 channels; more channels in a channels-last example: the channels-last
+        # kernel under a guard on the channel count
+        for fn, shape, memory_format, guarded in (
+            (_f(scale_factor=1.5, mode="nearest-exact"), (2, 8, 6, 7), None, False),
+            (_f(scale_factor=2.0000001), (2, 8, 6, 7), None, False),
+            (_f(scale_factor=1.5, mode="nearest-exact"), (2, 3, 6, 7), torch.channels_last, False),
+            (_f(scale_factor=1.5, mode="nearest-exact"), (2, 8, 6, 7), torch.channels_last, True),
         ):
-            [guards] = _run_stream(fn, [(2, 8, 6, 7)], dynamic=True, memory_format=memory_format).guards
-            assert not _has(guards, KERNEL_CHOICE_GUARD), guards
+            [guards] = _run_stream(fn, [shape], dynamic=True, memory_format=memory_format).guards
+            assert _has(guards, r"^4 <= s\d+$|^s\d+ > 3$") == guarded, (shape, memory_format, guards)
+            assert not _has(guards, r"128$"), guards
 
 
 # ---------------------------------------------------------------------------------------------
