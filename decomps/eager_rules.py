@@ -11,8 +11,9 @@ Everything here works on one spatial dim. Sizes may be ints or SymInts; ``scale`
 optional ``scales_*`` argument (a Python float; eager ignores values <= 0). Where eager's choice
 between maps depends on symbolic sizes (CPU kernel, the header's special cases), the index is
 selected at run time (``KernelChoice``, ``torch.where``), not under a guard: a guard would narrow
-a ``torch.export`` program and AOTInductor drops it. The one guard is a channels-last example's
-channel count over 3 under ``torch.compile`` (``_cpu_channels_last_kernel``).
+a ``torch.export`` program and AOTInductor drops it. The one guard, under ``torch.compile``, is a
+channels-last example's channel count over 3 for nearest-exact and float64
+(``_cpu_channels_last_kernel``).
 
 Each float32 rounding of eager is one float32 op or one float64 -> float32 convert (products
 that eager forms in double, or with an FMA, are exact in float64 here and converted once), never
@@ -147,6 +148,11 @@ class KernelChoice:
     def along(self, isize, osize, scale: float | None) -> Rule | KernelChoice:
         """The rule of one dim: the generic one wherever both kernels' maps agree."""
         return self.generic if _cpu_kernel_maps_agree(self.generic, isize, osize, scale) else self
+
+
+def rule_along(rule: Rule | KernelChoice, isize, osize, scale: float | None) -> Rule | KernelChoice:
+    """``rule`` along one dim: a ``KernelChoice`` only where the two kernels' maps can differ."""
+    return rule.along(isize, osize, scale) if isinstance(rule, KernelChoice) else rule
 
 
 def forward_rule(input: Tensor, output_size, exact: bool, scales) -> Rule | KernelChoice:
@@ -319,8 +325,7 @@ def map_dtype(isize, osize, scale: float | None) -> torch.dtype:
 def source_index(o: Tensor, isize, osize, scale: float | None, rule: Rule | KernelChoice) -> Tensor:
     """Eager's input index for output indices ``o`` (an integer tensor) along one dim, in ``o``'s
     dtype, or int32 where static sizes prove it fits."""
-    if isinstance(rule, KernelChoice):
-        rule = rule.along(isize, osize, scale)
+    rule = rule_along(rule, isize, osize, scale)
     if isinstance(rule, KernelChoice):
         return torch.where(
             rule.use_channels_last,

@@ -143,10 +143,10 @@ def upsample_nearest(
         o = torch.arange(output_size[d], dtype=dtype, device=input.device)
         p = patterns[d]
         if p is None or (repeat_map and p.kind == "repeat"):
-            idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], rule)
+            dim_rule = eager_rules.rule_along(rule, isizes[d], output_size[d], scales[d])
+            idx = eager_rules.source_index(o, isizes[d], output_size[d], scales[d], dim_rule)
             innermost = d == n - 1 and memory_format == torch.contiguous_format
             # The rows' table holds the innermost map already (_gather_channel_rows).
-            dim_rule = rule.along(isizes[d], output_size[d], scales[d]) if isinstance(rule, eager_rules.KernelChoice) else rule
             table = not (rows and d == n - 1) and kernel_choice.index_table(input, innermost, dim_rule)
             if table:
                 idx = index_tables.index_table(idx)

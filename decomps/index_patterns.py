@@ -19,6 +19,7 @@ from .eager_rules import (
     forward_scale,
     is_explicit,
     round_to_float32,
+    rule_along,
     static_source_indices,
 )
 from .size_conditions import holds, host_tensors, is_static, ratio_hint
@@ -89,8 +90,7 @@ def symbolic_pattern(isize, osize, scale, rule: Rule) -> Pattern | None:
 def forward_pattern(isize, osize, scale, rule: Rule | KernelChoice) -> Pattern | None:
     """The index-free pattern of eager's forward map along one dim, if any: proved on the host
     for static sizes, under guards for symbolic ones."""
-    if isinstance(rule, KernelChoice):
-        rule = rule.along(isize, osize, scale)
+    rule = rule_along(rule, isize, osize, scale)
     if isinstance(rule, KernelChoice):
         # Either kernel may run: a pattern only where both maps follow it.
         pattern = forward_pattern(isize, osize, scale, rule.channels_last)

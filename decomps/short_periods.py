@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from .backward_windows import window_starts
-from .eager_rules import KernelChoice, Rule, is_explicit, source_indices
+from .eager_rules import KernelChoice, Rule, is_explicit, rule_along, source_indices
 from .size_conditions import holds_where_taken, host_tensors, is_static, size_hint
 
 
@@ -130,8 +130,7 @@ def forward_period(
 ) -> Period | None:
     """Eager's forward map along one dim as a ``Period`` of at most ``max_length`` outputs: proved
     on the host for static sizes, under guards (``holds_where_taken``) for symbolic ones."""
-    if isinstance(rule, KernelChoice):
-        rule = rule.along(isize, osize, scale)
+    rule = rule_along(rule, isize, osize, scale)
     if isinstance(rule, KernelChoice):
         period = forward_period(isize, osize, scale, rule.channels_last, max_length)
         same = period == forward_period(isize, osize, scale, rule.generic, max_length)
