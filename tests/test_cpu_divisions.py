@@ -70,11 +70,8 @@ def test_other_kernels_keep_inductor_code():
 def test_uninstalled_kernels_are_stock():
     x = torch.randn(2, 3, 10, 14)
     fn = lambda x: F.interpolate(x, scale_factor=1.5)  # noqa: E731
-    decomps.uninstall()
-    try:
+    with decomps.disabled():
         _, kernels = dynamic_cpp_kernels(fn, x)
-    finally:
-        decomps.install()
     assert not any(SIZE_QUOTIENT.search(kernel) for kernel in kernels)
     _, kernels = dynamic_cpp_kernels(fn, x)
     assert any(SIZE_QUOTIENT.search(kernel) for kernel in kernels)

@@ -259,14 +259,11 @@ def test_uninstall_restores_inductors_code_generation():
 
     package = {cpp.__name__} if cpu_gathers.missing_hooks() else {cpu_gathers.__name__}
     assert owners() == package
-    decomps.uninstall()
-    try:
+    with decomps.disabled():
         assert owners() == {cpp.__name__}
         assert "_load_or_store_non_contiguous" in cpp.CppVecKernel.__dict__
         assert "codegen_nodes" in cpp.CppKernelProxy.__dict__
         assert "_get_vec_load_line" in cpp.CppVecKernel.__dict__
-    finally:
-        decomps.install()
     assert owners() == package
 
 

@@ -62,11 +62,8 @@ def test_other_kernels_keep_inductor_code():
 def test_uninstalled_kernels_are_stock():
     x = torch.randn(2, 3, 30, 40)
     fn = lambda x: F.interpolate(x, size=(60, 70))  # noqa: E731
-    decomps.uninstall()
-    try:
+    with decomps.disabled():
         _, kernels = dynamic_cpp_kernels(fn, x)
-    finally:
-        decomps.install()
     assert kernels and not any("firstprivate" in kernel for kernel in kernels)
     _, kernels = dynamic_cpp_kernels(fn, x)
     assert any("firstprivate" in kernel for kernel in kernels)

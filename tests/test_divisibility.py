@@ -84,13 +84,10 @@ def test_installed_check_uses_a_guard_on_a_multiple():
 
 def test_uninstalled_check_is_stock():
     sizevars, x, y = _sizevars_after_guard(72, 16, coefficient=2)
-    decomps.uninstall()
-    try:
+    with decomps.disabled():
         from torch._inductor.sizevars import SizeVarAllocator
 
         assert SizeVarAllocator.statically_known_multiple_of is not divisibility.statically_known_multiple_of
         # Stock Inductor does not carry a guard on 2 x to a product with it (2.11 to 2.13).
         assert not sizevars.statically_known_multiple_of(2 * x * y, 16)
-    finally:
-        decomps.install()
     assert sizevars.statically_known_multiple_of(2 * x * y, 16)

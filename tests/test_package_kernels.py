@@ -172,9 +172,6 @@ def test_installed_with_the_package():
     assert lowerings.missing_codegen_hooks() == []
     assert triton.signature_to_meta is package_kernels.signature_to_meta
     assert simd.SIMDScheduling.__dict__["get_tiling_and_scores"] is package_kernels.get_tiling_and_scores
-    decomps.uninstall()
-    try:
+    with decomps.disabled():
         assert triton.signature_to_meta is not package_kernels.signature_to_meta
         assert simd.SIMDScheduling.__dict__["get_tiling_and_scores"] is not package_kernels.get_tiling_and_scores
-    finally:
-        decomps.install()

@@ -53,14 +53,11 @@ def test_installed_simplify_leaves_inductors_own_symbols():
 
 def test_uninstalled_simplify_is_stock():
     sizevars, scaled, _ = _sizevars_with_scaled_size()
-    decomps.uninstall()
-    try:
+    with decomps.disabled():
         from torch._inductor.sizevars import SizeVarAllocator
 
         assert SizeVarAllocator.simplify is not positive_sizes.simplify
         assert sizevars.simplify(Max(1, scaled)) == Max(1, scaled)
-    finally:
-        decomps.install()
 
 
 def test_output_strides_of_a_scale_factor_without_max():

@@ -173,11 +173,8 @@ class TestRepeatLowering(TestCase):
 
         ops = (torch.ops.decomps.upsample_repeat.default, torch.ops.decomps.upsample_repeat_backward.default)
         self.assertTrue(all(op in lowerings for op in ops))
-        decomps.uninstall()
-        try:
+        with decomps.disabled():
             self.assertFalse(any(op in lowerings for op in ops))
-        finally:
-            decomps.install()
 
 
 # name: (fn of (x, b, c), inputs the Triton kernels write on CUDA; 0: Inductor's cat)
