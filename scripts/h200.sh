@@ -2,7 +2,11 @@
 # The H200 runs (device tool), results under $OUT. Run from the repo root there, with the
 # expecttest wheel carried in .whl/ (not in the image):
 #
-#   bash scripts/h200.sh tests [TIMEOUT_S]     the whole suite, CPU and CUDA variants
+#   bash scripts/h200.sh tests [TIMEOUT_S] [K/N]
+#                                              the whole suite, CPU and CUDA variants; with K/N
+#                                              the K-th of N shards (every N-th test, pytest's
+#                                              --shard from tests/conftest.py), so that the suite
+#                                              fits device calls of 600 s: 1/2, then 2/2
 #   bash scripts/h200.sh perf [PERF ARGS...]   python -m perf /tmp/perf --device cuda ARGS
 #                                              (under a device call's limit, add --time-limit: e.g. 480)
 #                                              (on a machine of several GPUs add --devices 0,1,...)
@@ -31,16 +35,18 @@ shift || true
 case "$what" in
 tests)
   limit=${1:-560}
+  shard=()
+  [ -n "${2:-}" ] && shard=(--shard "$2")
   # Each xdist worker compiles in its own process: no compile pool per worker on 16 cores.
   export TORCHINDUCTOR_COMPILE_THREADS=1
   serial=(tests/test_large_tensors.py tests/test_export.py)
   (
-    timeout "$limit" python3 -m pytest tests/test_large_tensors.py -v -p no:cacheprovider -rfE
-    for t in $(python3 -m pytest tests/test_export.py --collect-only -q -p no:cacheprovider | grep '::'); do
+    timeout "$limit" python3 -m pytest tests/test_large_tensors.py -v -p no:cacheprovider -rfE "${shard[@]}"
+    for t in $(python3 -m pytest tests/test_export.py --collect-only -q -p no:cacheprovider "${shard[@]}" | grep '::'); do
       timeout 120 python3 -m pytest "$t" -v -p no:cacheprovider -rfE || echo "EXIT $? $t"
     done
   ) >"$OUT/tests-serial.log" 2>&1 &
-  timeout "$limit" python3 -m pytest tests -v -n 12 -p no:cacheprovider -rfE \
+  timeout "$limit" python3 -m pytest tests -v -n 12 -p no:cacheprovider -rfE "${shard[@]}" \
     "${serial[@]/#/--ignore=}" >"$OUT/tests-xdist.log" 2>&1
   echo "xdist exit $?" >>"$OUT/tests-xdist.log"
   wait
@@ -61,7 +67,7 @@ perf)
   (cd /tmp/perf && tar czf "$OUT/perf-processes.tgz" -- *-shard* *-process* 2>/dev/null)
   ;;
 *)
-  echo "usage: bash scripts/h200.sh tests [TIMEOUT_S] | perf [PERF ARGS...]" >&2
+  echo "usage: bash scripts/h200.sh tests [TIMEOUT_S] [K/N] | perf [PERF ARGS...]" >&2
   exit 2
   ;;
 esac

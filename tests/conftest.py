@@ -31,3 +31,32 @@ def fresh_compiles():
     with torch._inductor.config.patch(fx_graph_cache=False):
         with torch._functorch.config.patch(enable_autograd_cache=False):
             yield
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run the K-th of N shards (1-based) of the collected tests, every N-th test from the K-th, "
+        "so that a run under a time limit can be split into calls",
+    )
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard wants K/N, got {text!r}") from None
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"--shard wants 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--shard") is None:
+        return
+    k, n = _shard(config.getoption("--shard"))
+    keep = [item for i, item in enumerate(items) if i % n == k - 1]
+    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % n != k - 1])
+    items[:] = keep
