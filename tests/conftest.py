@@ -57,6 +57,6 @@ def pytest_collection_modifyitems(config, items):
     if config.getoption("--shard") is None:
         return
     k, n = _shard(config.getoption("--shard"))
-    keep = [item for i, item in enumerate(items) if i % n == k - 1]
-    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % n != k - 1])
-    items[:] = keep
+    shards = [items[i::n] for i in range(n)]
+    config.hook.pytest_deselected(items=[item for i, shard in enumerate(shards) if i != k - 1 for item in shard])
+    items[:] = shards[k - 1]
