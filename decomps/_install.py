@@ -36,7 +36,7 @@ from torch._ops import OpOverload
 import lowerings
 from lowerings.versions import torch_release
 
-from . import forward, ops
+from . import block_pool, forward, ops
 from ._registry import DECOMPOSITIONS
 
 # Python-dispatcher kernels that decompose the forward ops above autograd.
@@ -225,6 +225,7 @@ def uninstall() -> None:
         for restore in reversed(_undo):
             restore()
         _undo = None
+        block_pool.clear()
         torch._dynamo.reset()
 
 

@@ -76,10 +76,9 @@ TABLE_GATHER_WIDTHS = {torch.float32: (256, 512), torch.uint8: (256, 512), torch
 REPEAT_MAP_DEVICES = ("cpu",)
 # Where the backward stores each gradient element into the one input it belongs to, if no input
 # receives two (downsampling; ``backward._store_to_owners``): per device type, the layouts (None:
-# any), and whether static sizes store too. On CPU channels-last rows lost to ATen's kernel with
-# symbolic sizes; on CUDA the generated gather over static sizes is the faster one
-# (docs/design.md, "Kernel choice").
-PLAIN_STORE_LAYOUTS = {"cpu": (torch.contiguous_format,), "cuda": None}
+# any), and whether static sizes store too. On CPU channels_last_3d rows keep ATen's kernel; on
+# CUDA the generated gather over static sizes is the faster one (docs/design.md, "Kernel choice").
+PLAIN_STORE_LAYOUTS = {"cpu": (torch.contiguous_format, torch.channels_last), "cuda": None}
 PLAIN_STORE_STATIC_DEVICES = ("cpu",)
 # Device types whose plain stores read their input indices from a table.
 OWNER_TABLE_DEVICES = ("cpu", "cuda")
@@ -197,7 +196,11 @@ def plain_store(grad_output: Tensor, patterns, constant) -> bool:
 
     The store reads each gradient element once and writes zeros elsewhere; the gather reads a
     window per grad_input element (four times as many elements for a 2x downsample), and with
-    runtime sizes divides by them (docs/findings.md, finding 2).
+    runtime sizes divides by them (docs/findings.md, finding 2). On CPU channels-last 2d rows
+    store too: with the gradient in a block (``decomps.block_pool``) their steps took 0.47-1.02x
+    the time of ATen's backward as an extern call (AMD EPYC Zen 5, 2 and 1 threads,
+    (1,3,1200,1300)->(200,300) and (1,3,500,400)->(256,256), medians of interleaved rounds,
+    ``perf.probes.cpu_step_forms_probe --channels-last``, three processes).
     """
     gathered = [c for p, c in zip(patterns, constant) if p is None]
     device = grad_output.device.type

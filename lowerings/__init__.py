@@ -11,8 +11,9 @@ static launcher for the package's own Triton kernels (``static_launch``), launch
 package's kernels without ``CachingAutotuner.run``'s per-launch work (``cached_launch``), the
 vector loads and stores of the package's CPU gathers (``cpu_gathers``), unmasked stores of its
 C++ kernels' short vectors (``cpu_stores``), each OpenMP thread's own copy of those kernels'
-sizes (``cpu_sizes``) and their floor divisions of nonnegative integers as C++ divisions
-(``cpu_divisions``). It returns a callable that
+sizes (``cpu_sizes``), their floor divisions of nonnegative integers as C++ divisions
+(``cpu_divisions``) and the large CPU gradients of its stores allocated from the package's blocks
+(``cpu_blocks``). It returns a callable that
 restores Inductor's stock state exactly.
 """
 
@@ -22,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import (aten_kernels, cached_launch, channel_rows, cpu_divisions, cpu_gathers, cpu_sizes, cpu_stores, divisibility,
+from . import (aten_kernels, cached_launch, channel_rows, cpu_blocks, cpu_divisions, cpu_gathers, cpu_sizes, cpu_stores, divisibility,
                index_tables, package_kernels, positive_sizes, repeat, size_variants, static_launch)
 from ._undo import swap_entries
 
@@ -81,7 +82,7 @@ def missing_codegen_hooks() -> list[str]:
 def codegen_hooks() -> dict[str, object]:
     """The Inductor attributes ``install`` replaces for the code generation facts (the class
     entry, so a classmethod compares by identity)."""
-    from torch._inductor.codegen import cpp, cpp_utils, simd, triton
+    from torch._inductor.codegen import cpp, cpp_utils, simd, triton, wrapper
     from torch._inductor.runtime import triton_heuristics
     from torch._inductor.sizevars import SizeVarAllocator
 
@@ -93,6 +94,9 @@ def codegen_hooks() -> dict[str, object]:
         "CppScheduling.codegen_node": cpp.CppScheduling.__dict__.get("codegen_node"),
         "CppPrinter._print_FloorDiv": cpp_utils.CppPrinter.__dict__.get("_print_FloorDiv"),
         "CppPrinter._print_ModularIndexing": cpp_utils.CppPrinter.__dict__.get("_print_ModularIndexing"),
+        "PythonWrapperCodegen.make_buffer_allocation": wrapper.PythonWrapperCodegen.__dict__.get(
+            "make_buffer_allocation"
+        ),
         "SizeVarAllocator.statically_known_multiple_of": SizeVarAllocator.__dict__.get("statically_known_multiple_of"),
         "SizeVarAllocator.simplify": SizeVarAllocator.__dict__.get("simplify"),
         "codegen.triton.signature_to_meta": triton.signature_to_meta,
@@ -126,6 +130,7 @@ def install(decompositions: dict) -> Callable[[], None]:
     undo.append(cpu_stores.install())
     undo.append(cpu_sizes.install())
     undo.append(cpu_divisions.install())
+    undo.append(cpu_blocks.install())
     # select_decomp_table() serves a cached copy of the table.
     decomposition.fast_random_decomps.cache_clear()
 

@@ -288,18 +288,18 @@ EXTERN_ROWS = {
 }
 
 
-# The harness's contiguous CPU rows whose backward stores to each input.
+# The harness's contiguous and channels-last 2d CPU rows whose backward stores to each input.
 CPU_DOWNSAMPLES = {((500, 400), (256, 256)), ((1200, 1300), (200, 300))}
 # The harness's channels-last 2d CPU rows whose backward gathers windows (some dim): ATen's kernel.
-CHANNELS_LAST_WINDOW_GATHERS = {((500, 400), (256, 256)), ((1200, 1300), (200, 300)), ((300, 400), (600, 700))}
+CHANNELS_LAST_WINDOW_GATHERS = {((300, 400), (600, 700))}
 
 
 def test_choice_for_the_harness_cpu_rows(vector_bits):
     """Contiguous rows whose forward gathers the innermost dim take ATen's kernel forward
     (``EXTERN_ROWS``) but uint8 and float32 ones (every row of the matrix); channels-last rows (3
     channels) keep generated code forward at every vector width (``kernel_choice.aten_forward``)
-    and take ATen's kernel backward where a dim gathers windows; channels_last_3d rows (x2, x1.5)
-    take it backward."""
+    and take ATen's kernel backward where a dim gathers windows, and store to each input where
+    they downsample; channels_last_3d rows (x2, x1.5) take ATen's kernel backward."""
     seen = set()
     for case in perf_cases.make_cases("cpu", backward=True):
         if case.kind in ("fpn_merge", "unet_skip"):  # their upsample alone, as an interp row
@@ -319,7 +319,8 @@ def test_choice_for_the_harness_cpu_rows(vector_bits):
         # from a table with AVX2's vectors, whole vectors with AVX512's)
         contiguous = case.memory_format == perf_cases.CONTIGUOUS
         forward = forward and not (contiguous and case.dtype in ("uint8", "float32"))
-        stores = case.backward and key[:2] in CPU_DOWNSAMPLES and case.memory_format == perf_cases.CONTIGUOUS
+        stores = case.backward and key[:2] in CPU_DOWNSAMPLES and case.memory_format in (perf_cases.CONTIGUOUS,
+                                                                                          "channels_last")
         assert _traced_choice(case) == (forward, backward and case.backward, stores), case.name
     assert set(EXTERN_ROWS) <= seen
 

@@ -526,3 +526,37 @@ def test_window_form_probe_logs_the_times_the_variant_choice_took(monkeypatch):
         assert size_variants._faster([tiled, flat], (), None) is flat
     assert picks == [{"us": [250.0, 125.0], "kept": 1}]
     assert tiled.runs == flat.runs == 2  # compiled once, timed once: no second timing
+
+
+def test_cpu_step_forms_probe_times_every_form(tmp_path):
+    """Each form compiles and matches eager (the probe asserts it), at small sizes, contiguous and
+    channels-last, with the package and (``--stock``) without, after which the package is
+    installed again with its blocks on."""
+    import json
+
+    import torch
+
+    import decomps
+    from decomps import block_pool
+    from perf.probes import cpu_step_forms_probe
+
+    threads, min_bytes = torch.get_num_threads(), block_pool.MIN_BYTES
+    argv = [str(tmp_path), "--threads", "1", "--rounds", "2", "--steps", "3", "--rows", "500x400"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_step_forms_probe, "ROWS", {"500x400": ((1, 2, 24, 26), (4, 6))})
+        assert cpu_step_forms_probe.main([*argv, "--channels-last"]) == 0
+        (channels_last,) = json.loads((tmp_path / "cpu_step_forms_probe.json").read_text())
+        assert cpu_step_forms_probe.main(argv) == 0
+        assert cpu_step_forms_probe.main([*argv, "--stock"]) == 0
+    assert decomps.is_installed() and torch.get_num_threads() == threads and block_pool.MIN_BYTES == min_bytes
+    forms = {
+        "package": {"eager", "package", "package, gradient from the allocator", "package, ATen's backward"},
+        "stock": {"eager", "stock"},
+    }
+    (contiguous,) = json.loads((tmp_path / "cpu_step_forms_probe.json").read_text())
+    (stock,) = json.loads((tmp_path / "cpu_step_forms_probe-stock.json").read_text())
+    assert channels_last["memory_format"] == "channels_last" and contiguous["memory_format"] == "contiguous_format"
+    for record, tag in ((channels_last, "package"), (contiguous, "package"), (stock, "stock")):
+        assert record["tag"] == tag and record["threads"] == 1 and record["shape"] == [1, 2, 24, 26]
+        assert set(record["us"]) == set(record["minor faults per step"]) == forms[tag]
+        assert all(0 < us["best"] <= us["median"] for us in record["us"].values())
