@@ -71,7 +71,8 @@ def empty_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
             blocks.append((block, _use_count(block)))
         while len(_blocks) > MAX_KEYS:
             _blocks.popitem(last=False)
-    return _over(block, size, stride, dtype)
+        # under the lock: until its view exists, another thread would find the new block free
+        return _over(block, size, stride, dtype)
 
 
 def held_bytes() -> int:

@@ -4,6 +4,7 @@ key's blocks and the keys bounded, dropped on ``clear`` and by ``decomps.uninsta
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import torch
@@ -83,8 +84,16 @@ def test_clear_keeps_held_tensors():
     assert _take().data_ptr() != a.data_ptr()
 
 
-def test_threads_get_distinct_blocks():
-    taken, barrier = [], threading.Barrier(4)
+def test_threads_get_distinct_blocks(monkeypatch):
+    """Each thread its own block, even where making a block's tensor takes a while (the view that
+    marks a block taken is made under the lock)."""
+    taken, barrier, over = [], threading.Barrier(4), block_pool._over
+
+    def slow_over(*args):
+        time.sleep(0.01)
+        return over(*args)
+
+    monkeypatch.setattr(block_pool, "_over", slow_over)
 
     def take():
         barrier.wait()
