@@ -7,19 +7,20 @@ compiled training step often at a fresh address whose pages glibc gave back to t
 trimmed its heap, so the kernel's zero fill first faults them in (4570 pages) and writes memory
 no cache holds. Eager's step, making the same allocations in another order around other small
 ones, keeps its gradient at two or three addresses. Served from these blocks, the compiled step
-takes no page faults and its fill writes memory the caches still hold: 1.27-1.58x eager's step at
-2 threads and 1.36-1.49x at 1 thread, where from glibc it measured 0.55-1.14x (AMD EPYC Zen 5,
-medians of interleaved rounds, three processes; docs/findings.md, finding 3).
+takes no page faults and its fill writes memory the caches still hold (AMD EPYC Zen 5, the
+(1,3,1200,1300)->(200,300) step, medians of interleaved rounds in three processes: 1.40-1.58x
+eager's step at 2 threads and 1.36-1.49x at 1, where from glibc it measured 0.51-1.30x;
+docs/findings.md, finding 3).
 
 ``empty_strided`` is what the generated code calls for such a buffer
 (``lowerings.cpu_blocks``): a tensor of the requested size and strides over a block's memory, from
 a free block of that key where there is one. The tensor comes through DLPack
 (``torch.from_dlpack``), so it has a storage of its own, not the block's (not a view, no
 ``_base``), and that storage holds a view of the block until it is freed: a block is free when no
-such view is left, whatever tensors or storage objects the user keeps of the gradient. Each key (size, stride, dtype) keeps at
-most ``BLOCKS_PER_KEY`` blocks, the most recently used ``MAX_KEYS`` keys are kept, and ``clear``
-(called by ``decomps.uninstall``) drops them all: at most ``BLOCKS_PER_KEY * MAX_KEYS`` blocks stay
-allocated between steps. Buffers under ``MIN_BYTES`` come from the allocator as before.
+such view is left, whatever tensors or storage objects the user keeps of the gradient. Each key
+(size, stride, dtype) keeps at most ``BLOCKS_PER_KEY`` blocks, the most recently used
+``MAX_KEYS`` keys are kept, and ``clear`` (called by ``decomps.uninstall``) drops them all: at
+most ``BLOCKS_PER_KEY * MAX_KEYS`` blocks stay allocated between steps. Buffers under ``MIN_BYTES`` come from the allocator as before.
 """
 
 from __future__ import annotations

@@ -197,10 +197,10 @@ def plain_store(grad_output: Tensor, patterns, constant) -> bool:
     The store reads each gradient element once and writes zeros elsewhere; the gather reads a
     window per grad_input element (four times as many elements for a 2x downsample), and with
     runtime sizes divides by them (docs/findings.md, finding 2). On CPU channels-last 2d rows
-    store too: with the gradient in a block (``decomps.block_pool``) their steps took 0.47-1.02x
-    the time of ATen's backward as an extern call (AMD EPYC Zen 5, 2 and 1 threads,
-    (1,3,1200,1300)->(200,300) and (1,3,500,400)->(256,256), medians of interleaved rounds,
-    ``perf.probes.cpu_step_forms_probe --channels-last``, three processes).
+    store too: with the gradient in a block (``decomps.block_pool``) their steps took 0.54-1.19x
+    the time of ATen's backward as an extern call, at or under it in 10 of 12 readings (AMD EPYC
+    Zen 5, 2 and 1 threads, (1,3,1200,1300)->(200,300) and (1,3,500,400)->(256,256), medians of
+    interleaved rounds, ``perf.probes.cpu_step_forms_probe --channels-last``, three processes).
     """
     gathered = [c for p, c in zip(patterns, constant) if p is None]
     device = grad_output.device.type

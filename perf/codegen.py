@@ -18,8 +18,9 @@ harness's Compiled column does, with its training step for fwd+bwd rows) and wri
 case: its index in the selected matrix, its name, how many graphs it compiled and the SHA-256 of
 their code, normalized by ``normalize``. ``--workers N`` splits the cases over N processes (every
 N-th case). ``--tree DIR`` imports ``decomps`` and ``lowerings`` from DIR, another commit's
-(``git archive COMMIT decomps lowerings | tar -x -C DIR``), in place of the checkout's. ``--compare`` prints how many
-cases two files share with equal code, lists the others, and exits 1 unless all are equal.
+(``git archive COMMIT decomps lowerings | tar -x -C DIR``), in place of the checkout's.
+``--compare`` prints how many cases two files share with equal code, lists the others, and exits
+1 unless all are equal.
 """
 
 from __future__ import annotations

@@ -560,3 +560,4 @@ def test_cpu_step_forms_probe_times_every_form(tmp_path):
         assert record["tag"] == tag and record["threads"] == 1 and record["shape"] == [1, 2, 24, 26]
         assert set(record["us"]) == set(record["minor faults per step"]) == forms[tag]
         assert all(0 < us["best"] <= us["median"] for us in record["us"].values())
+        assert set(record["eager's strides"]) == forms[tag]
