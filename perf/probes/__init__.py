@@ -198,6 +198,31 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def interleaved_rounds(columns: dict, rounds: int, steps: int, contexts: dict | None = None) -> dict:
+    """``rounds`` rounds, each calling every column's callable ``steps`` times in turn (inside
+    ``contexts[name]()`` where given): per column, us per call (best and median round) and minor
+    page faults per call."""
+    import contextlib
+    import statistics
+    import time
+
+    times = {name: [] for name in columns}
+    faults = dict.fromkeys(columns, 0)
+    for _ in range(rounds):
+        for name, fn in columns.items():
+            with (contexts or {}).get(name, contextlib.nullcontext)():
+                before = minor_faults()
+                start = time.perf_counter()
+                for _ in range(steps):
+                    fn()
+                times[name].append((time.perf_counter() - start) / steps * 1e6)
+                faults[name] += minor_faults() - before
+    return {
+        "us": {name: {"best": round(min(t), 1), "median": round(statistics.median(t), 1)} for name, t in times.items()},
+        "minor faults per step": {name: round(n / (rounds * steps), 1) for name, n in faults.items()},
+    }
+
+
 def cpu_rows(name: str, out_dir, threads, rows, measure) -> int:
     """``main``'s loop of a CPU probe: ``measure(n, *row)`` for each thread count ``n`` and row,
     printed as it comes; all records go to ``OUT_DIR/NAME.json``, and the process's thread count

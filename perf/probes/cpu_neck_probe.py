@@ -23,8 +23,6 @@ Each compiled gradient is checked against eager's with the harness's check. Writ
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,7 +31,7 @@ import torch
 import decomps
 from perf.bench import LateralOnlyNeck, Workload, build_workload, compare_results
 from perf.cases import MODES, NECK_OUT_CHANNELS, NECK_SHAPE, Case
-from perf.probes import cpu_rows, minor_faults
+from perf.probes import cpu_rows, interleaved_rounds
 
 
 def lateral_only(work: Workload) -> Workload:
@@ -66,23 +64,12 @@ def measure(threads: int, dtype: str, shape, rounds: int, steps: int) -> dict:
     columns["lateral only, compiled"], columns["lateral only, eager"] = _steps(work, dtype)
     for fn in columns.values():
         fn()
-    times = {name: [] for name in columns}
-    faults = dict.fromkeys(columns, 0)
-    for _ in range(rounds):
-        for name, fn in columns.items():
-            before = minor_faults()
-            start = time.perf_counter()
-            for _ in range(steps):
-                fn()
-            times[name].append((time.perf_counter() - start) / steps * 1e6)
-            faults[name] += minor_faults() - before
     return {
         "tag": "package" if decomps.is_installed() else "stock",
         "threads": threads,
         "dtype": dtype,
         "shape": list(shape),
-        "us": {name: {"best": round(min(t), 1), "median": round(statistics.median(t), 1)} for name, t in times.items()},
-        "minor faults per step": {name: round(n / (rounds * steps), 1) for name, n in faults.items()},
+        **interleaved_rounds(columns, rounds, steps),
     }
 
 

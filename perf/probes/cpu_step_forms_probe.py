@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import statistics
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -42,7 +40,7 @@ import torch.nn.functional as F
 import decomps
 from decomps import block_pool, kernel_choice
 from perf.bench import GRAD_TOLERANCE
-from perf.probes import cpu_rows, minor_faults
+from perf.probes import cpu_rows, interleaved_rounds
 
 ROWS = {"1200x1300": ((1, 3, 1200, 1300), (200, 300)), "500x400": ((1, 3, 500, 400), (256, 256))}
 
@@ -91,26 +89,14 @@ def measure(threads: int, shape, size, memory_format, rounds: int, steps: int) -
     del grad, expected
     # the package's gradients have eager's strides; stock's channels-last ones need not
     assert all(same for name, same in eager_strides.items() if name != "stock"), eager_strides
-
-    times = {name: [] for name in columns}
-    faults = dict.fromkeys(columns, 0)
-    for _ in range(rounds):
-        for name, (fn, context) in columns.items():
-            with context():
-                before = minor_faults()
-                start = time.perf_counter()
-                for _ in range(steps):
-                    fn()
-                times[name].append((time.perf_counter() - start) / steps * 1e6)
-                faults[name] += minor_faults() - before
     return {
         "tag": tag,
         "threads": threads,
         "shape": list(shape),
         "size": list(size),
         "memory_format": str(memory_format).removeprefix("torch."),
-        "us": {name: {"best": round(min(t), 1), "median": round(statistics.median(t), 1)} for name, t in times.items()},
-        "minor faults per step": {name: round(n / (rounds * steps), 1) for name, n in faults.items()},
+        **interleaved_rounds({name: fn for name, (fn, _) in columns.items()}, rounds, steps,
+                             {name: context for name, (_, context) in columns.items()}),
         "eager's strides": eager_strides,
     }
 
