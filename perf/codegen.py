@@ -1,7 +1,7 @@
 """Hashes of the code Inductor generates for each harness case, to tell whether two trees compile
 the matrix to the same kernels.
 
-A run of the whole CUDA matrix takes more device time than one H200 session has (docs/perf.md,
+A run of the whole CUDA matrix takes long on one H200 (the static one about 1600 s; docs/perf.md,
 "Carrying a run to a later commit"). Where a later commit generates, case by case, the same
 Python wrapper and kernels as the commit a run measured, the run's numbers hold for it: this
 module checks that, in a few minutes of one GPU.
