@@ -20,7 +20,8 @@ a free block of that key where there is one. The tensor comes through DLPack
 such view is left, whatever tensors or storage objects the user keeps of the gradient. Each key
 (size, stride, dtype) keeps at most ``BLOCKS_PER_KEY`` blocks, the most recently used
 ``MAX_KEYS`` keys are kept, and ``clear`` (called by ``decomps.uninstall``) drops them all: at
-most ``BLOCKS_PER_KEY * MAX_KEYS`` blocks stay allocated between steps. Buffers under ``MIN_BYTES`` come from the allocator as before.
+most ``BLOCKS_PER_KEY * MAX_KEYS`` blocks stay allocated between steps. Buffers under
+``MIN_BYTES``, and those of a key whose blocks are all held, come from the allocator as before.
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def empty_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
         for block, free in blocks:
             if _use_count(block) == free:
                 return _over(block, size, stride, dtype)
+        if len(blocks) == BLOCKS_PER_KEY:
+            return torch.empty_strided(size, stride, dtype=dtype)
         block = torch.empty(nbytes, dtype=torch.uint8)
-        if len(blocks) < BLOCKS_PER_KEY:
-            blocks.append((block, _use_count(block)))
+        blocks.append((block, _use_count(block)))
         while len(_blocks) > MAX_KEYS:
             _blocks.popitem(last=False)
         # under the lock: until its view exists, another thread would find the new block free
