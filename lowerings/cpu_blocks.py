@@ -1,24 +1,25 @@
-"""The package's large CPU gradients allocated from ``decomps.block_pool``.
+"""The package's large CPU buffers allocated from ``decomps.block_pool``.
 
-The lowering of ``decomps::index_put_by_maps`` (``lowerings.index_tables``: a downsample's
-backward storing each gradient element into its input) marks its output buffer where it is on the
-CPU (``mark``); the Python wrapper then allocates that buffer with
-``decomps.block_pool.empty_strided`` in place of ``empty_strided_cpu``
-(``make_buffer_allocation``), which serves buffers of 4 MB and more from blocks it hands out
-again once nothing holds them. The buffer is the store's copy of its zeros, written whole before
-the store, so a block's earlier contents never show. Nothing changes for other buffers, other
-devices or the C++ wrapper.
+On the CPU the Python wrapper allocates a buffer that a kernel of the package's ops computes (an
+upsample or its backward, alone or fused with its neighbours: one of the buffer's FX origins was
+decomposed from it) with ``decomps.block_pool.empty_strided`` in place of ``empty_strided_cpu``
+(``make_buffer_allocation``), where its size at compile time (at the example sizes, where they
+are symbolic) is ``block_pool.MIN_BYTES`` (4 MB) or more. That call serves such buffers from
+blocks it hands out again once nothing holds them, and smaller ones (another size of a dynamic
+graph) from the allocator; smaller buffers keep the stock line, which makes no Python call. Each
+such buffer is written whole by its kernels (a forward's output, the store's copy of its zeros),
+so a block's earlier contents never show through it. Other buffers, other devices and the C++
+wrapper keep Inductor's allocation.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from ._undo import replace_attribute
 
 _stock: dict[str, Callable] = {}
-# The names of a graph's marked buffers, kept on the graph being lowered.
-_MARKS = "decomps_block_buffers"
 _CALL = "decomps_empty_strided"
 _IMPORT = f"from decomps.block_pool import empty_strided as {_CALL}"
 
@@ -39,33 +40,47 @@ def missing_hooks() -> list[str]:
     return missing
 
 
-def mark(buffer) -> None:
-    """Allocate ``buffer`` (a realized CPU tensor of the graph being lowered) from the blocks."""
+@functools.cache
+def _package_op_names() -> frozenset[str]:
+    from decomps.ops import BACKWARD_OVERLOADS, FORWARD_OVERLOADS
+
+    return frozenset(op.name() for op in FORWARD_OVERLOADS + BACKWARD_OVERLOADS)
+
+
+def computes_package_op(buffer) -> bool:
+    """Whether a kernel of ``buffer`` computes one of the package's ops, by the FX nodes it came
+    from (``origins``) and the op each was decomposed from (``original_aten``), by name: a graph's
+    nodes may hold another ``OpOverload`` object of the same op."""
+    names = _package_op_names()
+    for node in getattr(buffer, "origins", None) or ():
+        op = node.meta.get("original_aten")
+        if callable(getattr(op, "name", None)) and op.name() in names:
+            return True
+    return False
+
+
+def _bytes_hint(buffer) -> int:
     from torch._inductor.virtualized import V
 
-    if buffer.get_device().type != "cpu" or not _stock:
-        return
-    marks = getattr(V.graph, _MARKS, None)
-    if marks is None:
-        marks = set()
-        setattr(V.graph, _MARKS, marks)
-    marks.add(buffer.get_name())
+    sizevars = V.graph.sizevars
+    hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
+    return hint(buffer.get_layout().storage_size(), fallback=0) * buffer.get_dtype().itemsize
 
 
 def make_buffer_allocation(self, buffer):
-    """``PythonWrapperCodegen.make_buffer_allocation``: a marked buffer's line calls the blocks'
-    ``empty_strided`` with the stock line's arguments."""
-    from torch._inductor.virtualized import V
+    """``PythonWrapperCodegen.make_buffer_allocation``: the line of a CPU buffer that a package op
+    computes calls the blocks' ``empty_strided`` with the stock line's arguments."""
+    from decomps import block_pool  # not at import: decomps installs by importing this package
 
     line = _stock["make_buffer_allocation"](self, buffer)
-    name = buffer.get_name()
-    stock_call = f"{name} = empty_strided_cpu("
+    stock_call = f"{buffer.get_name()} = empty_strided_cpu("
     add_import = getattr(self, "add_import_once", None)
-    marked = name in getattr(V.graph, _MARKS, ())
-    if not (marked and isinstance(line, str) and line.startswith(stock_call) and callable(add_import)):
+    if not (isinstance(line, str) and line.startswith(stock_call) and callable(add_import)):
+        return line
+    if not (computes_package_op(buffer) and _bytes_hint(buffer) >= block_pool.MIN_BYTES):
         return line
     add_import(_IMPORT)
-    return f"{name} = {_CALL}(" + line[len(stock_call):]
+    return f"{buffer.get_name()} = {_CALL}(" + line[len(stock_call):]
 
 
 def install() -> Callable[[], None]:

@@ -76,6 +76,39 @@ def test_least_recently_used_keys_are_dropped():
     assert block_pool.empty_strided(last, torch.empty(last).stride(), torch.float32).data_ptr() == ptrs[last]
 
 
+def test_bytes_are_bounded(monkeypatch):
+    """Blocks of at most ``MAX_BYTES`` in all: a new block drops the least recently used other
+    keys to make room; a buffer over the bound, or beside its key's held blocks that leave no
+    room, is not kept."""
+    one = 384 * 4
+    monkeypatch.setattr(block_pool, "MAX_BYTES", 2 * one)
+    first, second = (2, 3, 8, 8), (2, 3, 8, 8, 1)
+    a = _take(first, STRIDE)
+    del a
+    b = _take(second, (*STRIDE, 1))
+    assert block_pool.held_bytes() == 2 * one
+    c = _take(second, (*STRIDE, 1))  # b held: a second block of its key, the first key dropped
+    assert [key[0] for key in block_pool._blocks] == [second] and block_pool.held_bytes() == 2 * one
+    big = block_pool.empty_strided((3 * 384,), (1,), torch.float32)
+    assert big.numel() == 3 * 384 and block_pool.held_bytes() == 2 * one
+    monkeypatch.setattr(block_pool, "MAX_BYTES", one + one // 2)
+    block_pool.clear()
+    d = _take(first, STRIDE)
+    e = _take(first, STRIDE)  # d held, and beside it no room: not kept
+    assert block_pool.held_bytes() == one and len({b.data_ptr(), c.data_ptr(), d.data_ptr(), e.data_ptr()}) == 4
+
+
+def test_a_shared_buffer_leaves_its_block():
+    """``share_memory_`` (what a DataLoader worker's result goes through) moves the tensor to
+    shared memory with its values; the block is then free."""
+    a = _take()
+    a.copy_(torch.arange(384.0).view(SIZE))
+    ptr = a.data_ptr()
+    a.share_memory_()
+    assert a.is_shared() and torch.equal(a, torch.arange(384.0).view(SIZE))
+    assert _take().data_ptr() == ptr
+
+
 def test_clear_keeps_held_tensors():
     a = _take()
     a.fill_(2.0)
