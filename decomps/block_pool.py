@@ -36,6 +36,11 @@ import torch
 # trim thresholds start at 128 KB): the (1,3,500,400) float32 steps' 2.4 MB gradients take no
 # page faults.
 MIN_BYTES = 4 << 20
+# glibc's largest mmap threshold on 64-bit: an allocation of this size or more is mapped afresh
+# at every call. ``lowerings.cpu_blocks`` sends the package's buffers from this size here (the
+# plain store's gradients, measured to fault from the heap, from MIN_BYTES); below it glibc
+# recycles its heap's memory across a step's buffers, which separate blocks would not share.
+MAPPED_BYTES = 32 << 20
 # Two: a gradient stolen into a leaf's .grad holds one block while the next step's is written.
 BLOCKS_PER_KEY = 2
 MAX_KEYS = 4

@@ -1,15 +1,21 @@
 """The package's large CPU buffers allocated from ``decomps.block_pool``.
 
-On the CPU the Python wrapper allocates a buffer that a kernel of the package's ops computes (an
-upsample or its backward, alone or fused with its neighbours: one of the buffer's FX origins was
-decomposed from it) with ``decomps.block_pool.empty_strided`` in place of ``empty_strided_cpu``
-(``make_buffer_allocation``), where its size at compile time (at the example sizes, where they
-are symbolic) is ``block_pool.MIN_BYTES`` (4 MB) or more. That call serves such buffers from
-blocks it hands out again once nothing holds them, and smaller ones (another size of a dynamic
-graph) from the allocator; smaller buffers keep the stock line, which makes no Python call. Each
-such buffer is written whole by its kernels (a forward's output, the store's copy of its zeros),
-so a block's earlier contents never show through it. Other buffers, other devices and the C++
-wrapper keep Inductor's allocation.
+On the CPU the Python wrapper allocates two kinds of buffer with
+``decomps.block_pool.empty_strided`` in place of ``empty_strided_cpu``
+(``make_buffer_allocation``), which serves buffers of ``block_pool.MIN_BYTES`` (4 MB) or more
+from blocks it hands out again once nothing holds them:
+
+* the plain store's gradient (the output of ``decomps::index_put_by_maps``, marked by its
+  lowering, ``mark``), whose heap placement glibc changes from step to step;
+* a buffer that a kernel of the package's ops computes (an upsample or its backward, alone or
+  fused with its neighbours: one of the buffer's FX origins was decomposed from it) whose size
+  at compile time (at the example sizes, where they are symbolic) is ``block_pool.MAPPED_BYTES``
+  (32 MB) or more, which glibc maps afresh at every call. Smaller ones keep the stock line: glibc
+  hands them memory its heap recycles, often still in the caches.
+
+Each such buffer is written whole by its kernels (a forward's output, the store's copy of its
+zeros), so a block's earlier contents never show through it. Other buffers, other devices and the
+C++ wrapper keep Inductor's allocation.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from collections.abc import Callable
 from ._undo import replace_attribute
 
 _stock: dict[str, Callable] = {}
+# The names of a graph's marked buffers, kept on the graph being lowered.
+_MARKS = "decomps_block_buffers"
 _CALL = "decomps_empty_strided"
 _IMPORT = f"from decomps.block_pool import empty_strided as {_CALL}"
 
@@ -38,6 +46,20 @@ def missing_hooks() -> list[str]:
     if not callable(getattr(torch._C, "_storage_Use_Count", None)):
         missing.append("torch._C._storage_Use_Count")
     return missing
+
+
+def mark(buffer) -> None:
+    """Allocate ``buffer`` (a realized CPU tensor of the graph being lowered) from the blocks at
+    any size."""
+    from torch._inductor.virtualized import V
+
+    if buffer.get_device().type != "cpu" or not _stock:
+        return
+    marks = getattr(V.graph, _MARKS, None)
+    if marks is None:
+        marks = set()
+        setattr(V.graph, _MARKS, marks)
+    marks.add(buffer.get_name())
 
 
 @functools.cache
@@ -67,17 +89,26 @@ def _bytes_hint(buffer) -> int:
     return hint(buffer.get_layout().storage_size(), fallback=0) * buffer.get_dtype().itemsize
 
 
-def make_buffer_allocation(self, buffer):
-    """``PythonWrapperCodegen.make_buffer_allocation``: the line of a CPU buffer that a package op
-    computes calls the blocks' ``empty_strided`` with the stock line's arguments."""
+def _from_blocks(buffer) -> bool:
+    from torch._inductor.virtualized import V
+
     from decomps import block_pool  # not at import: decomps installs by importing this package
 
+    if buffer.get_name() in getattr(V.graph, _MARKS, ()):
+        return True
+    return computes_package_op(buffer) and _bytes_hint(buffer) >= block_pool.MAPPED_BYTES
+
+
+def make_buffer_allocation(self, buffer):
+    """``PythonWrapperCodegen.make_buffer_allocation``: the line of a marked buffer, or of a large
+    one that a package op computes, calls the blocks' ``empty_strided`` with the stock line's
+    arguments."""
     line = _stock["make_buffer_allocation"](self, buffer)
     stock_call = f"{buffer.get_name()} = empty_strided_cpu("
     add_import = getattr(self, "add_import_once", None)
     if not (isinstance(line, str) and line.startswith(stock_call) and callable(add_import)):
         return line
-    if not (computes_package_op(buffer) and _bytes_hint(buffer) >= block_pool.MIN_BYTES):
+    if not _from_blocks(buffer):
         return line
     add_import(_IMPORT)
     return f"{buffer.get_name()} = {_CALL}(" + line[len(stock_call):]

@@ -20,6 +20,8 @@ import inspect
 
 import torch
 
+from . import cpu_blocks
+
 
 def index_table(index):
     from torch._inductor.lowering import clone
@@ -47,6 +49,7 @@ def index_put_by_maps(x, indices, values):
         return lowering._unsafe_index_put(x, indices, values)
     out = lowering.clone(x)
     out.realize()
+    cpu_blocks.mark(out)  # written whole by the clone: a block's earlier contents never show
     indices, tensor_indices = lowering.check_and_broadcast_indices(indices, out.get_device())
     loaders = [None if i is None else i.make_loader() for i in indices]
     size = out.get_size()

@@ -22,7 +22,10 @@ def test_hooks_exist():
 
 @pytest.fixture
 def small_blocks(monkeypatch):
+    """Blocks from 1 KB, for every buffer of the package's kernels (the thresholds are 4 MB for
+    the store's gradients and 32 MB for other buffers)."""
     monkeypatch.setattr(block_pool, "MIN_BYTES", 1024)
+    monkeypatch.setattr(block_pool, "MAPPED_BYTES", 1024)
     block_pool.clear()
     yield
     block_pool.clear()
@@ -35,9 +38,9 @@ def _step(x, g, kwargs, fn=F.interpolate):
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_package_buffers_allocate_from_the_blocks(memory_format, dynamic, fresh_compiles, small_blocks):
-    """A downsample's training step allocates its forward output and its gradient (each over
-    ``MIN_BYTES`` at compile time, here 1 KB) through the blocks, its index tables (under it) as
-    stock does; stock's code (package uninstalled) never."""
+    """A downsample's training step allocates its forward output (over ``MAPPED_BYTES`` at compile
+    time, here 1 KB) and its gradient through the blocks, its index tables (under it) as stock
+    does; stock's code (package uninstalled) never."""
     x = torch.randn(2, 3, 48, 52).contiguous(memory_format=memory_format).requires_grad_()
     g = torch.randn(2, 3, 10, 14).contiguous(memory_format=memory_format)
     kwargs = {"size": (10, 14), "mode": "nearest"}
@@ -83,12 +86,17 @@ def test_buffers_without_package_ops_stay_stock(fresh_compiles, small_blocks):
     assert torch.equal(out[0], x * 2) and torch.equal(out[1], F.interpolate(x, size=(8, 9)))
 
 
-def test_small_buffers_stay_stock(fresh_compiles):
-    """Under ``MIN_BYTES`` at compile time: the stock line, no Python call per allocation."""
-    x = torch.randn(1, 4, 16, 17)
+def test_buffers_under_the_mapped_size_stay_stock_but_the_store(fresh_compiles):
+    """The default thresholds: a 5 MB forward output (under ``MAPPED_BYTES`` at compile time) keeps
+    the stock line, the store's 18.7 MB gradient comes from the blocks."""
+    x = torch.randn(1, 3, 1200, 1300, requires_grad=True)
+    g = torch.randn(1, 3, 600, 700)
+    kwargs = {"size": (600, 700), "mode": "nearest"}
     torch._dynamo.reset()
-    out, (code,) = run_and_get_code(torch.compile(F.interpolate, dynamic=True), x, size=(8, 9))
-    assert CALL not in code and torch.equal(out, F.interpolate(x, size=(8, 9)))
+    compiled = torch.compile(F.interpolate, dynamic=True)
+    grad, (forward, backward) = run_and_get_code(lambda: _step(x, g, kwargs, compiled))
+    assert torch.equal(grad, _step(x, g, kwargs))
+    assert CALL not in forward and backward.count(CALL) == 1
 
 
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
