@@ -17,14 +17,15 @@ if [ -n "$TORCH" ]; then
   # the install is retried without pip's config files.
   # A download can arrive corrupt (seen: pip's "do not match the hashes" for torch 2.15.0's
   # 539 MB wheel, whose sha256 matched when downloaded again), so both installs are tried up to
-  # three times, the retries without pip's cache.
+  # three times. pip's cache stays off: it would hold a second copy of the CUDA wheels (a few
+  # GB) beside the env, and a cached corrupt download would fail every attempt.
   pinned_install() {
     local attempt
+    local -x PIP_NO_CACHE_DIR=1
     for attempt in 1 2 3; do
       python -m pip install -q "$@" "torch==$TORCH" 2>/dev/null && return 0
       PIP_CONFIG_FILE=/dev/null python -m pip install -q "$@" "torch==$TORCH" && return 0
-      echo "scripts/setup.sh: installing torch==$TORCH failed (attempt $attempt of 3)" >&2
-      local -x PIP_NO_CACHE_DIR=1
+      echo "scripts/setup.sh: installing torch==$TORCH failed (attempt $attempt of 3; $(df -h . | awk 'NR == 2 {print $4}') free here)" >&2
     done
     return 1
   }
